@@ -1,0 +1,12 @@
+#pragma once
+// The `ptl` subcommands. Each registers its options on a CLI11 subcommand and runs when chosen.
+#include <CLI/CLI.hpp>
+
+namespace ptl::cli {
+
+void add_train(CLI::App& app);
+void add_sample(CLI::App& app);
+void add_eval(CLI::App& app);
+void add_info(CLI::App& app);
+
+}  // namespace ptl::cli

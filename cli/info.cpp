@@ -1,0 +1,118 @@
+// ptl info: what a checkpoint or preset is, how many parameters, how much memory training takes.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "engine/error.h"
+#include "engine/trainer.h"
+
+namespace ptl::cli {
+
+namespace {
+
+struct InfoArgs {
+  std::string checkpoint, preset;
+  int batch = 0;
+  bool json = false;
+};
+
+// Bytes of the training program: weights, gradients, AdamW moments and everything else
+// (activations and their gradients), as the CPU backend lays them out.
+nlohmann::json memory_estimate(const ModelConfig& mc, int batch) {
+  BuildOptions opt;
+  opt.batch = batch;
+  Program p = build_train_program(mc, opt, TrainConfig{});
+  int64_t weights = 0, grads = 0, moments = 0, acts = 0;
+  for (const auto& t : p.tensors) {
+    switch (t.kind) {
+      case TensorKind::parameter: weights += t.bytes(); break;
+      case TensorKind::optim_state: moments += t.bytes(); break;
+      default:
+        if (t.name.starts_with("grad.") && p.find(t.name.substr(5)) >= 0 &&
+            p.tensor(p.find(t.name.substr(5))).kind == TensorKind::parameter)
+          grads += t.bytes();
+        else
+          acts += t.bytes();
+    }
+  }
+  return {{"weights_bytes", weights}, {"gradients_bytes", grads}, {"optimizer_bytes", moments},
+          {"activations_bytes", acts}, {"total_bytes", weights + grads + moments + acts}, {"batch", batch}};
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1 << 20));
+  return buf;
+}
+
+void run_info(const InfoArgs& a) {
+  check(a.checkpoint.empty() != a.preset.empty(), "give either a checkpoint or --preset NAME");
+  nlohmann::json j;
+  ModelConfig mc;
+  int batch = a.batch;
+  if (!a.preset.empty()) {
+    const Preset& p = find_preset(a.preset);
+    mc = p.model;
+    if (!batch) batch = p.batch;
+    j["preset"] = p.name;
+  } else {
+    auto bytes = read_file_bytes(a.checkpoint);
+    SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), a.checkpoint);
+    CheckpointContents c = inspect_checkpoint(f, a.checkpoint);
+    mc = c.model;
+    if (!batch) batch = c.train ? c.train->batch : 1;
+    j["checkpoint"] = a.checkpoint;
+    j["format_version"] = kCheckpointVersion;
+    j["created_by"] = c.created_by;
+    j["step"] = c.state.step;
+    j["tokens_seen"] = c.state.tokens_seen;
+    j["has_optimizer_state"] = c.has_optimizer;
+    if (c.train) j["train_config"] = c.train->to_json();
+    if (!c.history.empty()) {
+      const auto& h = c.history.back();
+      j["last_loss"] = {{"step", h.step}, {"train_loss", h.train_loss}};
+      if (h.val_loss) j["last_loss"]["val_loss"] = *h.val_loss;
+    }
+    j["sha256"] = sha256_hex(bytes);
+  }
+  j["model_config"] = mc.to_json();
+  j["parameters"] = mc.param_count();
+  j["training_memory"] = memory_estimate(mc, batch);
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  if (j.contains("preset")) std::printf("preset:      %s\n", j["preset"].get<std::string>().c_str());
+  if (j.contains("checkpoint")) {
+    std::printf("checkpoint:  %s (format %d, %s)\n", a.checkpoint.c_str(), kCheckpointVersion,
+                j["created_by"].get<std::string>().c_str());
+    std::printf("trained:     %lld steps, %lld tokens; optimizer state %s\n", (long long)j["step"].get<int64_t>(),
+                (long long)j["tokens_seen"].get<int64_t>(), j["has_optimizer_state"].get<bool>() ? "included" : "absent");
+    if (j.contains("last_loss")) {
+      std::printf("last loss:   step %lld, train %.4f", (long long)j["last_loss"]["step"].get<int64_t>(),
+                  j["last_loss"]["train_loss"].get<double>());
+      if (j["last_loss"].contains("val_loss")) std::printf(", val %.4f", j["last_loss"]["val_loss"].get<double>());
+      std::printf("\n");
+    }
+  }
+  std::printf("model:       %d layers, d_model %d, %d heads (head dim %d), context %d, vocab %d (bytes)\n", mc.n_layers,
+              mc.d_model, mc.n_heads, mc.head_dim(), mc.ctx, mc.vocab_size);
+  std::printf("parameters:  %lld\n", (long long)mc.param_count());
+  const auto& m = j["training_memory"];
+  std::printf("training memory at batch %d: %s (weights %s, gradients %s, AdamW moments %s, activations %s)\n", batch,
+              mib(m["total_bytes"]).c_str(), mib(m["weights_bytes"]).c_str(), mib(m["gradients_bytes"]).c_str(),
+              mib(m["optimizer_bytes"]).c_str(), mib(m["activations_bytes"]).c_str());
+}
+
+}  // namespace
+
+void add_info(CLI::App& app) {
+  auto a = std::make_shared<InfoArgs>();
+  CLI::App* cmd = app.add_subcommand("info", "Describe a checkpoint or a preset: config, parameters, memory");
+  cmd->add_option("checkpoint", a->checkpoint, "Checkpoint to describe");
+  cmd->add_option("--preset", a->preset, "Describe a preset instead");
+  cmd->add_option("--batch", a->batch, "Batch size for the memory estimate (default: the run's or preset's)");
+  cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->callback([a]() { run_info(*a); });
+}
+
+}  // namespace ptl::cli

@@ -1,0 +1,203 @@
+// ptl train: train a model from scratch or resume a run, with progress, metrics and checkpoints.
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "engine/error.h"
+#include "engine/trainer.h"
+
+namespace ptl::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+struct TrainArgs {
+  std::string preset = "small", data, out, resume;
+  int64_t steps = 1500, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
+  int batch = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
+  double lr = 3e-4;
+  std::string schedule = "cosine";
+  uint64_t seed = 1337;
+};
+
+std::string timestamp_dir() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "runs/%Y%m%d-%H%M%S", std::localtime(&t));
+  return buf;
+}
+
+std::string sample_text(Trainer& trainer, int n, uint64_t seed) {
+  SamplingOptions opt;
+  opt.temperature = 0.8;
+  opt.seed = seed;
+  return printable_utf8(decode(trainer.generate({}, n, opt)));
+}
+
+void run_train(const TrainArgs& a, CLI::App& cmd) {
+  auto given = [&](const char* opt) { return cmd.count(opt) > 0; };
+  std::unique_ptr<Trainer> trainer;
+  std::string out = a.out;
+  if (!a.resume.empty()) {
+    trainer = Trainer::from_checkpoint(read_file_bytes(a.resume), a.resume);
+    TrainConfig& tc = trainer->train_config();
+    for (const char* fixed : {"--preset", "--batch", "--seed", "--layers", "--d-model", "--heads", "--ctx"})
+      check(!given(fixed), std::string(fixed) + " cannot change when resuming (it is fixed by the checkpoint)");
+    if (given("--steps")) tc.steps = a.steps;
+    if (given("--lr")) tc.lr = a.lr;
+    if (given("--schedule")) tc.schedule = a.schedule;
+    if (given("--eval-every")) tc.eval_every = a.eval_every;
+    if (given("--sample-every")) tc.sample_every = a.sample_every;
+    if (given("--data")) tc.data_path = fs::absolute(a.data).string();
+    tc.validate();
+    check(trainer->state().step < tc.steps, a.resume + " has already completed " + std::to_string(trainer->state().step) +
+                                                " of " + std::to_string(tc.steps) + " steps; pass --steps N with a larger N");
+    if (out.empty()) out = fs::path(a.resume).parent_path().string();
+    if (out.empty()) out = ".";
+  } else {
+    ModelConfig mc = find_preset(a.preset).model;
+    if (a.layers) mc.n_layers = a.layers;
+    if (a.d_model) mc.d_model = a.d_model;
+    if (a.heads) mc.n_heads = a.heads;
+    if (a.ctx) mc.ctx = a.ctx;
+    mc.validate();
+    TrainConfig tc;
+    tc.batch = a.batch ? a.batch : find_preset(a.preset).batch;
+    tc.steps = a.steps;
+    tc.lr = a.lr;
+    tc.schedule = a.schedule;
+    tc.warmup = a.warmup;
+    tc.seed = a.seed;
+    tc.eval_every = a.eval_every;
+    tc.sample_every = a.sample_every;
+    tc.data_path = fs::absolute(a.data.empty() ? find_tinyshakespeare() : a.data).string();
+    trainer = std::make_unique<Trainer>(mc, tc);
+    if (out.empty()) out = timestamp_dir();
+  }
+  TrainConfig& tc = trainer->train_config();
+  if (tc.data_path.empty()) tc.data_path = find_tinyshakespeare();
+  trainer->set_corpus(read_text_file(tc.data_path), tc.data_path);
+
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  check(!ec, "cannot create output folder " + out + ": " + ec.message());
+  const std::string ckpt_path = (fs::path(out) / "model.tinygpt").string();
+  std::ofstream metrics(fs::path(out) / "metrics.jsonl", a.resume.empty() ? std::ios::trunc : std::ios::app);
+  check(bool(metrics), "cannot write " + (fs::path(out) / "metrics.jsonl").string());
+  std::ofstream samples(fs::path(out) / "samples.txt", a.resume.empty() ? std::ios::trunc : std::ios::app);
+
+  const ModelConfig& mc = trainer->model_config();
+  const int64_t first = trainer->state().step;
+  const int64_t last = a.until > 0 ? std::min(a.until, tc.steps) : tc.steps;
+  check(last > first, "nothing to do: the run is at step " + std::to_string(first) + " and --until is " + std::to_string(a.until));
+  std::printf("ptl train: %d layers, d %d, %d heads, ctx %d (%lld parameters), batch %d, %s lr %.2e, steps %lld..%lld\n"
+              "data: %s (%zu train / %zu val bytes)\nout: %s\n",
+              mc.n_layers, mc.d_model, mc.n_heads, mc.ctx, (long long)mc.param_count(), tc.batch, tc.schedule.c_str(),
+              tc.lr, (long long)first + 1, (long long)last, tc.data_path.c_str(), trainer->corpus().train().size(),
+              trainer->corpus().val().size(), out.c_str());
+  std::fflush(stdout);
+
+  auto save = [&]() { write_file_atomic(ckpt_path, trainer->save_checkpoint(true)); };
+  int64_t saved_step = -1;
+
+  g_interrupted = false;
+  auto old_handler = std::signal(SIGINT, [](int) { g_interrupted = true; });
+  Progress progress(first, last, a.log_every);
+  double ema_tps = 0;
+  for (int64_t step = first + 1; step <= last; ++step) {
+    StepResult r = trainer->train_step();
+    trainer->add_elapsed(r.seconds);
+    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+      progress.finish();
+      fail("training diverged at step " + std::to_string(step) + ": " + (std::isfinite(r.loss) ? "gradient norm" : "loss") +
+           " is " + std::to_string(std::isfinite(r.loss) ? r.grad_norm : r.loss) + " (try a lower --lr); " +
+           (saved_step >= 0 ? "the last good checkpoint is " + ckpt_path + " (step " + std::to_string(saved_step) + ")"
+                            : std::string("no checkpoint was written")));
+    }
+    const double tps = r.tokens / r.seconds;
+    ema_tps = ema_tps == 0 ? tps : 0.9 * ema_tps + 0.1 * tps;
+    nlohmann::json m = {{"step", step},        {"train_loss", r.loss}, {"lr", r.lr},
+                        {"grad_norm", r.grad_norm}, {"tokens_per_s", tps},  {"elapsed_s", trainer->state().elapsed_seconds}};
+    LossPoint point{step, r.loss, std::nullopt};
+    const bool do_eval = (tc.eval_every > 0 && step % tc.eval_every == 0) || step == last;
+    if (do_eval) {
+      auto t0 = std::chrono::steady_clock::now();
+      EvalResult val = trainer->validation_loss();
+      trainer->add_elapsed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      m["val_loss"] = val.loss;
+      point.val_loss = val.loss;
+      char line[160];
+      std::snprintf(line, sizeof line, "step %lld: train loss %.4f, val loss %.4f (perplexity %.2f, %.3f bits/byte)",
+                    (long long)step, r.loss, val.loss, val.perplexity(), val.bits_per_byte());
+      progress.message(line);
+    }
+    if (do_eval || step % 10 == 0) trainer->history().push_back(point);
+    metrics << m.dump() << "\n";
+    if (tc.sample_every > 0 && step % tc.sample_every == 0) {
+      std::string text = sample_text(*trainer, 200, tc.seed + uint64_t(step));
+      progress.message("--- sample at step " + std::to_string(step) + " ---\n" + text + "\n---");
+      samples << "--- step " << step << " ---\n" << text << "\n";
+      samples.flush();
+    }
+    if (do_eval || g_interrupted) {
+      metrics.flush();
+      save();
+      saved_step = step;
+    }
+    progress.update(step, r.loss, ema_tps, r.lr);
+    if (g_interrupted) {
+      progress.finish();
+      std::signal(SIGINT, old_handler);
+      std::printf("interrupted at step %lld; saved %s. Continue with: ptl train --resume %s\n", (long long)step,
+                  ckpt_path.c_str(), ckpt_path.c_str());
+      return;
+    }
+  }
+  std::signal(SIGINT, old_handler);
+  progress.finish();
+  const auto& s = trainer->state();
+  std::printf("done: %lld steps, %.1f s, %lld tokens (%.0f tokens/s). Checkpoint: %s\n", (long long)s.step,
+              s.elapsed_seconds, (long long)s.tokens_seen, double(s.tokens_seen) / std::max(1e-9, s.elapsed_seconds),
+              ckpt_path.c_str());
+}
+
+}  // namespace
+
+void add_train(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model (default: the Small preset on TinyShakespeare into runs/<time>/)");
+  cmd->add_option("--preset", a->preset, "Model preset: tiny, small, medium, large, xl, huge, massive, mega, behemoth")
+      ->capture_default_str();
+  cmd->add_option("--data", a->data, "Training text (default: TinyShakespeare from $PTL_DATA_DIR or ../shared/data)");
+  cmd->add_option("--steps", a->steps, "Total optimizer steps (the schedule spans these)")->capture_default_str();
+  cmd->add_option("--until", a->until, "Stop after this step (the schedule still plans for --steps; resume later)");
+  cmd->add_option("--batch", a->batch, "Sequences per batch (default: the preset's)");
+  cmd->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
+  cmd->add_option("--schedule", a->schedule, "Learning-rate schedule")
+      ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "Warm-up steps (default: min(100, steps/10))");
+  cmd->add_option("--seed", a->seed, "Seed for the weights and the batches")->capture_default_str();
+  cmd->add_option("--eval-every", a->eval_every, "Validation loss and checkpoint every N steps")->capture_default_str();
+  cmd->add_option("--sample-every", a->sample_every, "Print a text sample every N steps (0 = never)")->capture_default_str();
+  cmd->add_option("--log-every", a->log_every, "When stdout is not a terminal, print a line every N steps")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "Output folder for model.tinygpt and metrics.jsonl (default: runs/<time>)");
+  cmd->add_option("--resume", a->resume, "Continue the run saved in this checkpoint");
+  cmd->add_option("--layers", a->layers, "Override the preset's number of layers");
+  cmd->add_option("--d-model", a->d_model, "Override the preset's width");
+  cmd->add_option("--heads", a->heads, "Override the preset's number of heads");
+  cmd->add_option("--ctx", a->ctx, "Override the preset's context length");
+  cmd->callback([a, cmd]() { run_train(*a, *cmd); });
+}
+
+}  // namespace ptl::cli

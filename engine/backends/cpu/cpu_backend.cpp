@@ -1,0 +1,211 @@
+#include "engine/backends/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/backends/cpu/kernels.h"
+#include "engine/error.h"
+
+namespace ptl::cpu {
+
+Buffer::Buffer(size_t bytes) : bytes_(bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!p) fail("out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, rounded);
+  ptr_.reset(p);
+}
+void Buffer::Free::operator()(void* p) const { std::free(p); }
+
+float* TensorStore::get_or_create(const TensorInfo& info) {
+  auto it = tensors_.find(info.name);
+  if (it == tensors_.end()) it = tensors_.emplace(info.name, Buffer(size_t(info.bytes()))).first;
+  check(it->second.bytes() == size_t(info.bytes()), "tensor '" + info.name + "' exists with a different size");
+  return static_cast<float*>(it->second.data());
+}
+float* TensorStore::find(const std::string& name) {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : static_cast<float*>(it->second.data());
+}
+const float* TensorStore::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : static_cast<const float*>(it->second.data());
+}
+int64_t TensorStore::numel(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? 0 : int64_t(it->second.bytes() / 4);
+}
+void TensorStore::erase_prefix(const std::string& prefix) {
+  for (auto it = tensors_.begin(); it != tensors_.end();)
+    it = it->first.starts_with(prefix) ? tensors_.erase(it) : std::next(it);
+}
+size_t TensorStore::bytes() const {
+  size_t n = 0;
+  for (const auto& [_, b] : tensors_) n += b.bytes();
+  return n;
+}
+std::vector<std::string> TensorStore::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, _] : tensors_) out.push_back(name);
+  return out;
+}
+
+Executor::Executor(Program program, TensorStore& store) : program_(std::move(program)) {
+  // Lay out every non-persistent tensor in one arena, 64-byte aligned.
+  std::vector<size_t> offsets(program_.tensors.size(), 0);
+  size_t total = 0;
+  for (size_t i = 0; i < program_.tensors.size(); ++i) {
+    const auto& t = program_.tensors[i];
+    if (t.persistent()) continue;
+    offsets[i] = total;
+    total += (size_t(t.bytes()) + 63) / 64 * 64;
+  }
+  arena_ = Buffer(total);
+  ptrs_.resize(program_.tensors.size());
+  for (size_t i = 0; i < program_.tensors.size(); ++i) {
+    const auto& t = program_.tensors[i];
+    ptrs_[i] = t.persistent() ? static_cast<void*>(store.get_or_create(t))
+                              : static_cast<char*>(arena_.data()) + offsets[i];
+  }
+}
+
+void Executor::run() {
+  for (const Op& op : program_.ops) {
+    if (!profile) {
+      run_op(op);
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    run_op(op);
+    op_seconds[to_string(op.kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+}
+
+void Executor::run_op(const Op& op) {
+  auto in_f = [&](size_t k) -> const float* {
+    return k < op.inputs.size() && op.inputs[k] >= 0 ? static_cast<const float*>(ptrs_[op.inputs[k]]) : nullptr;
+  };
+  auto in_i = [&](size_t k) -> const int32_t* {
+    return k < op.inputs.size() && op.inputs[k] >= 0 ? static_cast<const int32_t*>(ptrs_[op.inputs[k]]) : nullptr;
+  };
+  auto out_f = [&](size_t k) -> float* {
+    return k < op.outputs.size() && op.outputs[k] >= 0 ? static_cast<float*>(ptrs_[op.outputs[k]]) : nullptr;
+  };
+  auto shape = [&](int id) -> const std::vector<int64_t>& { return program_.tensors.at(id).shape; };
+  auto numel = [&](int id) { return program_.tensors.at(id).numel(); };
+  auto acc = [&](size_t k) { return op.accumulates(k); };
+  // The start position of a generation step (0 for whole sequences).
+  auto pos0_at = [&](size_t k) -> int64_t { return in_i(k) ? in_i(k)[0] : 0; };
+
+  switch (op.kind) {
+    case OpKind::embedding: {
+      const auto& ts = shape(op.inputs[0]);
+      const int64_t B = ts[0], T = ts[1], C = shape(op.inputs[1])[1], V = shape(op.inputs[1])[0];
+      const int64_t ctx = shape(op.inputs[2])[0], pos0 = pos0_at(3);
+      check(pos0 >= 0 && pos0 + T <= ctx, "position " + std::to_string(pos0 + T - 1) + " is past the context " +
+                                              std::to_string(ctx));
+      const int32_t* tokens = in_i(0);
+      for (int64_t i = 0; i < B * T; ++i)
+        check(tokens[i] >= 0 && tokens[i] < V, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
+      embedding_forward(out_f(0), tokens, in_f(1), in_f(2), B, T, C, pos0);
+      break;
+    }
+    case OpKind::embedding_backward: {
+      const auto& ts = shape(op.inputs[1]);
+      const int64_t C = shape(op.inputs[0]).back();
+      const int g_tok = op.outputs[0], g_pos = op.outputs[1];
+      const int64_t V = g_tok >= 0 ? shape(g_tok)[0] : 0, ctx = g_pos >= 0 ? shape(g_pos)[0] : 0;
+      embedding_backward(out_f(0), acc(0), out_f(1), acc(1), in_f(0), in_i(1), ts[0], ts[1], C, V, ctx, pos0_at(2));
+      break;
+    }
+    case OpKind::layernorm: {
+      const int64_t C = shape(op.inputs[0]).back(), N = numel(op.inputs[0]) / C;
+      layernorm_forward(out_f(0), out_f(1), out_f(2), in_f(0), in_f(1), in_f(2), N, C, float(op.attr("eps", 1e-5)));
+      break;
+    }
+    case OpKind::layernorm_backward: {
+      const int64_t C = shape(op.inputs[1]).back(), N = numel(op.inputs[1]) / C;
+      layernorm_backward(out_f(0), acc(0), out_f(1), acc(1), out_f(2), acc(2), in_f(0), in_f(1), in_f(2), in_f(3),
+                         in_f(4), N, C);
+      break;
+    }
+    case OpKind::linear: {
+      const int64_t K = shape(op.inputs[0]).back(), M = numel(op.inputs[0]) / K, N = shape(op.inputs[1])[0];
+      linear_forward(out_f(0), in_f(0), in_f(1), in_f(2), M, N, K);
+      break;
+    }
+    case OpKind::linear_backward: {
+      const int64_t K = shape(op.inputs[1]).back(), M = numel(op.inputs[1]) / K, N = shape(op.inputs[2])[0];
+      linear_backward(out_f(0), acc(0), out_f(1), acc(1), out_f(2), acc(2), in_f(0), in_f(1), in_f(2), M, N, K);
+      break;
+    }
+    case OpKind::attention: {
+      const auto& s = shape(op.inputs[0]);
+      attention_forward(out_f(0), out_f(1), in_f(0), in_f(1), in_f(2), s[0], s[1], s[2], int64_t(op.attr("heads")));
+      break;
+    }
+    case OpKind::attention_backward: {
+      const auto& s = shape(op.inputs[1]);
+      attention_backward(out_f(0), acc(0), out_f(1), acc(1), out_f(2), acc(2), in_f(0), in_f(1), in_f(2), in_f(3),
+                         in_f(4), in_f(5), s[0], s[1], s[2], int64_t(op.attr("heads")));
+      break;
+    }
+    case OpKind::kv_cache_write: {
+      const int64_t C = shape(op.inputs[0]).back(), n = numel(op.inputs[0]) / C, pos0 = pos0_at(2);
+      check(pos0 >= 0 && pos0 + n <= shape(op.outputs[0])[0], "KV cache is full");
+      kv_cache_write(out_f(0), out_f(1), in_f(0), in_f(1), n, C, pos0);
+      break;
+    }
+    case OpKind::attention_cached: {
+      const int64_t C = shape(op.inputs[0]).back(), n = numel(op.inputs[0]) / C;
+      attention_cached(out_f(0), in_f(0), in_f(1), in_f(2), n, C, int64_t(op.attr("heads")), pos0_at(3));
+      break;
+    }
+    case OpKind::gelu:
+      gelu_forward(out_f(0), in_f(0), numel(op.inputs[0]));
+      break;
+    case OpKind::gelu_backward:
+      gelu_backward(out_f(0), acc(0), in_f(0), in_f(1), numel(op.inputs[0]));
+      break;
+    case OpKind::add:
+      add_forward(out_f(0), in_f(0), in_f(1), float(op.attr("alpha", 1.0)), numel(op.inputs[0]));
+      break;
+    case OpKind::add_backward:
+      add_backward(out_f(0), acc(0), out_f(1), acc(1), in_f(0), float(op.attr("alpha", 1.0)), numel(op.inputs[0]));
+      break;
+    case OpKind::cross_entropy: {
+      const auto& s = shape(op.inputs[0]);
+      const int32_t* targets = in_i(1);
+      for (int64_t i = 0; i < s[0]; ++i)
+        check(targets[i] >= 0 && targets[i] < s[1], "target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+      cross_entropy_forward(out_f(0), out_f(1), in_f(0), targets, in_f(2), s[0], s[1]);
+      break;
+    }
+    case OpKind::cross_entropy_backward: {
+      const auto& s = shape(op.inputs[0]);
+      cross_entropy_backward(out_f(0), acc(0), in_f(0), in_i(1), in_f(2), in_f(3), s[0], s[1]);
+      break;
+    }
+    case OpKind::grad_norm: {
+      double sum = 0.0;
+      for (size_t k = 0; k < op.inputs.size(); ++k) sum += sum_squares(in_f(k), numel(op.inputs[k]));
+      out_f(0)[0] = float(std::sqrt(sum));
+      break;
+    }
+    case OpKind::adamw: {
+      // Clipping is folded into the update: the gradient is scaled by min(1, max_norm / norm),
+      // the coefficient torch.nn.utils.clip_grad_norm_ uses.
+      const float norm = in_f(4)[0];
+      const float* hp = in_f(5);
+      const double max_norm = op.attr("max_norm", 1.0);
+      const float scale = float(std::min(1.0, max_norm / (double(norm) + 1e-6)));
+      adamw_update(out_f(0), in_f(1), out_f(1), out_f(2), numel(op.inputs[0]), hp[0], float(op.attr("beta1")),
+                   float(op.attr("beta2")), float(op.attr("eps")), float(op.attr("weight_decay")), int64_t(hp[1]),
+                   scale);
+      break;
+    }
+  }
+}
+
+}  // namespace ptl::cpu

@@ -1,0 +1,71 @@
+#pragma once
+// The CPU backend: runs a Program with the C++ kernels of kernels/.
+//
+// Memory: persistent tensors (parameters, optimizer moments, KV caches) live in a TensorStore
+// shared by every program of one model, so the training, evaluation and generation programs
+// see the same weights. Everything else a program needs (inputs, activations, gradients) is
+// laid out in one arena allocated when the program is loaded.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/program.h"
+
+namespace ptl::cpu {
+
+// 64-byte aligned, zero-initialised storage.
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes);
+  void* data() { return ptr_.get(); }
+  const void* data() const { return ptr_.get(); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  struct Free { void operator()(void* p) const; };
+  std::unique_ptr<void, Free> ptr_;
+  size_t bytes_ = 0;
+};
+
+class TensorStore {
+ public:
+  // The tensor's storage, created zero-filled on first use; throws if it exists with another size.
+  float* get_or_create(const TensorInfo& info);
+  float* find(const std::string& name);  // nullptr when absent
+  const float* find(const std::string& name) const;
+  int64_t numel(const std::string& name) const;
+  void erase_prefix(const std::string& prefix);  // e.g. "cache." or "optim."
+  size_t bytes() const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, Buffer> tensors_;
+};
+
+class Executor {
+ public:
+  Executor(Program program, TensorStore& store);
+  void run();
+
+  const Program& program() const { return program_; }
+  void* data(int tensor_id) { return ptrs_.at(tensor_id); }
+  float* f32(const std::string& name) { return static_cast<float*>(data(program_.id(name))); }
+  int32_t* i32(const std::string& name) { return static_cast<int32_t*>(data(program_.id(name))); }
+  size_t arena_bytes() const { return arena_.bytes(); }
+
+  // Per-op wall time, accumulated over runs when profiling is on (for `ptl bench --ops`).
+  bool profile = false;
+  std::map<std::string, double> op_seconds;
+
+ private:
+  void run_op(const Op& op);
+  Program program_;
+  Buffer arena_;
+  std::vector<void*> ptrs_;
+};
+
+}  // namespace ptl::cpu

@@ -1,0 +1,75 @@
+#pragma once
+// CPU kernels: one file per op under kernels/, each op's forward and backward side by side.
+//
+// Conventions shared by every kernel (and mirrored by the WGSL kernels of the same names):
+// - Tensors are dense, row-major fp32 (token ids int32). Sizes are int64_t element counts.
+// - Linear weights are stored [out_features, in_features] (PyTorch layout).
+// - A null output pointer means "not needed" and the kernel skips that work.
+// - `acc` flags: when true the kernel adds into the output (+=), otherwise it overwrites it.
+//   Gradients of tensors used twice in the forward pass are accumulated this way.
+// - Causal attention works on q, k, v of shape [B, T, C] with H heads of size C / H; it keeps
+//   the log-sum-exp of each query row (lse [B, H, T]) so the backward can recompute the
+//   probabilities instead of storing a T x T matrix.
+#include <cstddef>
+#include <cstdint>
+
+namespace ptl::cpu {
+
+// embedding.cpp: x[b,t,:] = tok_emb[tokens[b,t], :] + pos_emb[pos0 + t, :]
+void embedding_forward(float* x, const int32_t* tokens, const float* tok_emb, const float* pos_emb,
+                       int64_t B, int64_t T, int64_t C, int64_t pos0);
+void embedding_backward(float* dtok_emb, bool acc_tok, float* dpos_emb, bool acc_pos, const float* dx,
+                        const int32_t* tokens, int64_t B, int64_t T, int64_t C, int64_t V, int64_t ctx,
+                        int64_t pos0);
+
+// layernorm.cpp: per row of C: y = (x - mean) * rstd * w + b, eps inside the sqrt.
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                       int64_t N, int64_t C, float eps);
+void layernorm_backward(float* dx, bool acc_dx, float* dw, bool acc_dw, float* db, bool acc_db,
+                        const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
+                        int64_t N, int64_t C);
+
+// linear.cpp: y[M,N] = x[M,K] W[N,K]^T + b[N] (b may be null).
+void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K);
+// dx[M,K] (+)= dy W ; dW[N,K] (+)= dy^T x ; db[N] (+)= column sums of dy. Any output may be null.
+void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, bool acc_db, const float* dy,
+                     const float* x, const float* W, int64_t M, int64_t N, int64_t K);
+
+// attention.cpp: causal multi-head attention, scores scaled by 1/sqrt(C/H), softmax in fp32.
+void attention_forward(float* y, float* lse, const float* q, const float* k, const float* v, int64_t B,
+                       int64_t T, int64_t C, int64_t H);
+void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* dv, bool acc_dv, const float* dy,
+                        const float* q, const float* k, const float* v, const float* y, const float* lse,
+                        int64_t B, int64_t T, int64_t C, int64_t H);
+// Generation with a KV cache of `ctx` rows: write n new rows at pos0, then attend query row i
+// (position pos0 + i) to cache rows 0 .. pos0 + i.
+void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float* v, int64_t n, int64_t C,
+                    int64_t pos0);
+void attention_cached(float* y, const float* q, const float* k_cache, const float* v_cache, int64_t n,
+                      int64_t C, int64_t H, int64_t pos0);
+
+// gelu.cpp: exact GELU, 0.5 x (1 + erf(x / sqrt 2)).
+void gelu_forward(float* y, const float* x, int64_t n);
+void gelu_backward(float* dx, bool acc, const float* dy, const float* x, int64_t n);
+
+// add.cpp: y = a + alpha * b; the backward hands dy to a and alpha * dy to b.
+void add_forward(float* y, const float* a, const float* b, float alpha, int64_t n);
+void add_backward(float* da, bool acc_a, float* db, bool acc_b, const float* dy, float alpha, int64_t n);
+
+// cross_entropy.cpp: loss = sum_i mask_i (lse_i - logits[i, targets_i]) / sum_i mask_i
+// (mask null = all ones). The backward is d loss / d logits for an upstream gradient of 1:
+// (softmax - onehot) * mask_i / sum(mask).
+void cross_entropy_forward(float* loss, float* lse, const float* logits, const int32_t* targets,
+                           const float* mask, int64_t M, int64_t V);
+void cross_entropy_backward(float* dlogits, bool acc, const float* logits, const int32_t* targets,
+                            const float* lse, const float* mask, int64_t M, int64_t V);
+
+// adamw.cpp
+// Sum of squares in double (the global gradient norm is the sqrt of the sum over tensors).
+double sum_squares(const float* x, int64_t n);
+// One AdamW step (see shared/spec/model.md); the gradient is multiplied by grad_scale first
+// (the clipping coefficient). t is the 1-based step count for bias correction.
+void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int64_t t, float grad_scale);
+
+}  // namespace ptl::cpu

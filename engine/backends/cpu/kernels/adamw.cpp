@@ -1,0 +1,67 @@
+// AdamW (decoupled weight decay), in the operation order of PyTorch's torch.optim.AdamW
+// (foreach=False), so that both produce the same floats step after step.
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "engine/backends/cpu/kernels.h"
+
+namespace ptl::cpu {
+
+namespace {
+
+// The hyperparameters arrive as float, while PyTorch keeps them as Python (double) numbers:
+// 0.9f is 0.89999997..., so 1 - beta1 would come out as 0.10000002 instead of 0.1. Reading the
+// float back through its shortest decimal form ("0.9") gives the double a user typing the same
+// number into Python gets.
+double as_typed(float f) {
+    char buf[32];
+    const auto res = std::to_chars(buf, buf + sizeof(buf) - 1, f);
+    *res.ptr = '\0';
+    return std::strtod(buf, nullptr);
+}
+
+}  // namespace
+
+double sum_squares(const float* x, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += static_cast<double>(x[i]) * x[i];
+    return s;
+}
+
+void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int64_t t, float grad_scale) {
+    const double lr_d = as_typed(lr), b1 = as_typed(beta1), b2 = as_typed(beta2);
+    // Scalars are formed in double, then rounded to float once, as PyTorch does when it hands a
+    // Python number to a float tensor op.
+    const float decay = static_cast<float>(1.0 - lr_d * as_typed(weight_decay));
+    const float one_minus_b1 = static_cast<float>(1.0 - b1);
+    const float b2f = static_cast<float>(b2);
+    const float one_minus_b2 = static_cast<float>(1.0 - b2);
+    // Bias corrections: m and v start at 0, so after t steps they are (1 - beta^t) times too small
+    // on average. Dividing m by bc1 and sqrt(v) by sqrt(bc2) undoes that.
+    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t));
+    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t));
+    const float neg_step = static_cast<float>(-(lr_d / bc1));
+    const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+    const float eps_f = eps;
+
+    for (int64_t i = 0; i < n; i++) {
+        const float gi = g[i] * grad_scale;  // the clipping coefficient (1 when not clipped)
+        // Decoupled weight decay: shrink the parameter directly, p *= 1 - lr * wd, instead of
+        // adding wd * p to the gradient (which Adam's normalisation would then rescale).
+        p[i] *= decay;
+        // m = beta1 m + (1 - beta1) g, written as PyTorch's lerp m + (1 - beta1)(g - m); its
+        // vectorised CPU kernel rounds that with one fused multiply-add. (For weights >= 0.5,
+        // i.e. beta1 <= 0.5, lerp switches to another form; real betas never get there.)
+        m[i] = std::fma(one_minus_b1, gi - m[i], m[i]);
+        // v = beta2 v + (1 - beta2) g^2.
+        v[i] = v[i] * b2f + one_minus_b2 * gi * gi;
+        // p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
+        const float denom = std::sqrt(v[i]) / bc2_sqrt + eps_f;
+        p[i] = p[i] + neg_step * m[i] / denom;
+    }
+}
+
+}  // namespace ptl::cpu

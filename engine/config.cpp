@@ -1,0 +1,124 @@
+#include "engine/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "engine/error.h"
+
+namespace ptl {
+
+int64_t ModelConfig::param_count() const {
+  const int64_t V = vocab_size, d = d_model, T = ctx, L = n_layers;
+  return V * d + T * d + 2 * d + L * (12 * d * d + 13 * d);
+}
+
+void ModelConfig::validate() const {
+  check(vocab_size == 256, "model config: vocab_size must be 256 (byte-level tokenizer), got " +
+                               std::to_string(vocab_size));
+  check(n_layers >= 1 && n_layers <= 256, "model config: n_layers must be 1..256, got " + std::to_string(n_layers));
+  check(d_model >= 1 && d_model <= 16384, "model config: d_model must be 1..16384, got " + std::to_string(d_model));
+  check(n_heads >= 1, "model config: n_heads must be at least 1, got " + std::to_string(n_heads));
+  check(d_model % n_heads == 0, "model config: d_model " + std::to_string(d_model) +
+                                    " is not divisible by n_heads " + std::to_string(n_heads));
+  check(ctx >= 1 && ctx <= 65536, "model config: ctx must be 1..65536, got " + std::to_string(ctx));
+}
+
+nlohmann::json ModelConfig::to_json() const {
+  return {{"vocab_size", vocab_size}, {"n_layers", n_layers}, {"d_model", d_model}, {"n_heads", n_heads}, {"ctx", ctx}};
+}
+
+ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
+  check(j.is_object(), "model config: expected a JSON object");
+  ModelConfig c;
+  auto get = [&](const char* key, int& out) {
+    check(j.contains(key) && j[key].is_number_integer(), std::string("model config: missing or non-integer '") + key + "'");
+    out = j[key].get<int>();
+  };
+  get("vocab_size", c.vocab_size);
+  get("n_layers", c.n_layers);
+  get("d_model", c.d_model);
+  get("n_heads", c.n_heads);
+  get("ctx", c.ctx);
+  c.validate();
+  return c;
+}
+
+const std::vector<Preset>& presets() {
+  // shared/spec/model.md, "Presets": layers, d, heads, ctx, batch.
+  static const std::vector<Preset> table = {
+      {"tiny", {256, 2, 48, 3, 32}, 16},      {"small", {256, 3, 96, 3, 64}, 16},
+      {"medium", {256, 4, 128, 4, 96}, 16},   {"large", {256, 6, 192, 6, 128}, 12},
+      {"xl", {256, 8, 256, 8, 128}, 8},       {"huge", {256, 12, 256, 8, 256}, 8},
+      {"massive", {256, 14, 384, 12, 256}, 4}, {"mega", {256, 14, 384, 12, 512}, 2},
+      {"behemoth", {256, 24, 1280, 20, 512}, 1},
+  };
+  return table;
+}
+
+const Preset& find_preset(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string names;
+  for (const auto& p : presets()) {
+    if (p.name == lower) return p;
+    names += (names.empty() ? "" : ", ") + p.name;
+  }
+  fail("unknown preset '" + name + "' (choose one of: " + names + ")");
+}
+
+int64_t TrainConfig::warmup_steps() const {
+  if (warmup >= 0) return warmup;
+  return std::min<int64_t>(100, steps / 10);
+}
+
+double TrainConfig::lr_at(int64_t step) const {
+  if (schedule == "constant") return lr;
+  // Linear warm-up from lr/W to lr, then cosine decay to min_lr_frac * lr at the last step.
+  const int64_t W = warmup_steps();
+  if (step < W) return lr * double(step + 1) / double(W);
+  const double progress = std::min(1.0, double(step - W) / double(std::max<int64_t>(1, steps - W)));
+  const double lr_min = min_lr_frac * lr;
+  return lr_min + 0.5 * (lr - lr_min) * (1.0 + std::cos(M_PI * progress));
+}
+
+void TrainConfig::validate() const {
+  check(batch >= 1, "batch must be at least 1, got " + std::to_string(batch));
+  check(steps >= 1, "steps must be at least 1, got " + std::to_string(steps));
+  check(std::isfinite(lr) && lr > 0, "learning rate must be a positive number");
+  check(schedule == "cosine" || schedule == "constant", "unknown schedule '" + schedule + "' (cosine or constant)");
+  check(grad_clip > 0, "grad_clip must be positive");
+  check(eval_every >= 0 && sample_every >= 0, "eval_every and sample_every must not be negative");
+  check(eval_batches >= 1, "eval_batches must be at least 1");
+}
+
+nlohmann::json TrainConfig::to_json() const {
+  return {{"batch", batch},         {"steps", steps},         {"lr", lr},
+          {"schedule", schedule},   {"warmup", warmup},       {"min_lr_frac", min_lr_frac},
+          {"beta1", beta1},         {"beta2", beta2},         {"eps", eps},
+          {"weight_decay", weight_decay}, {"grad_clip", grad_clip}, {"seed", seed},
+          {"eval_every", eval_every}, {"eval_batches", eval_batches}, {"sample_every", sample_every},
+          {"data_path", data_path}};
+}
+
+TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
+  check(j.is_object(), "train config: expected a JSON object");
+  TrainConfig c;
+  // Missing keys keep their defaults so that older files stay loadable.
+  auto opt = [&](const char* key, auto& out) {
+    if (j.contains(key) && !j[key].is_null()) out = j[key].get<std::decay_t<decltype(out)>>();
+  };
+  try {
+    opt("batch", c.batch); opt("steps", c.steps); opt("lr", c.lr); opt("schedule", c.schedule);
+    opt("warmup", c.warmup); opt("min_lr_frac", c.min_lr_frac); opt("beta1", c.beta1); opt("beta2", c.beta2);
+    opt("eps", c.eps); opt("weight_decay", c.weight_decay); opt("grad_clip", c.grad_clip); opt("seed", c.seed);
+    opt("eval_every", c.eval_every); opt("eval_batches", c.eval_batches); opt("sample_every", c.sample_every);
+    opt("data_path", c.data_path);
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("train config: ") + e.what());
+  }
+  c.validate();
+  return c;
+}
+
+}  // namespace ptl

@@ -1,0 +1,51 @@
+#pragma once
+// The GPT of shared/spec/model.md, built as programs (see program.h). model.cpp is the one
+// place the architecture is written down; every backend runs what it produces.
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/program.h"
+
+namespace ptl {
+
+// LoRA adapters (spec "LoRA"): y = W x + b + (alpha / r) B (A x) on the chosen projections.
+struct LoraConfig {
+  int rank = 0;  // 0 = no adapters
+  double alpha = 8.0;
+  std::set<std::string> targets = {"q", "v"};  // any of q, k, v, o, fc_in, fc_out
+  double weight_decay = 0.0;
+  bool enabled() const { return rank > 0; }
+};
+
+struct BuildOptions {
+  int batch = 1;
+  int seq = 0;                // tokens per row; 0 = the model's ctx
+  bool loss_mask = false;     // SFT: a per-position mask input weights the loss
+  LoraConfig lora;            // when enabled the base is frozen and only adapters train
+};
+
+// The parameters of a model (base plus adapters), in a fixed order, with their shapes.
+std::vector<TensorInfo> parameter_list(const ModelConfig&, const LoraConfig& = {});
+
+// Seeded initialisation of one parameter per the spec (N(0, 0.02), scaled residual
+// projections, zero biases, unit LayerNorm gains; LoRA A Kaiming-uniform, B zero).
+void init_parameter(const ModelConfig&, const TensorInfo&, uint64_t seed, float* out);
+
+// Forward pass on tokens [B, T] -> logits [B*T, V]; returns the logits tensor id.
+// Tensor names: inputs "tokens", "targets", "loss_mask"; outputs "logits", "loss".
+int build_forward(Program&, const ModelConfig&, const BuildOptions&);
+
+// The programs a backend runs.
+Program build_forward_program(const ModelConfig&, const BuildOptions&);   // logits only
+Program build_eval_program(const ModelConfig&, const BuildOptions&);      // logits + loss
+// Forward + loss + backward + gradient norm + AdamW. Inputs: "tokens", "targets", ["loss_mask"],
+// "optim.hparams" f32[2] = {learning rate, 1-based step}. Outputs: "loss", "grad_norm".
+Program build_train_program(const ModelConfig&, const BuildOptions&, const TrainConfig&);
+// One token at a time with a KV cache ("cache.k.{i}", "cache.v.{i}" [ctx, d], kind state).
+// Inputs: "tokens" i32[1, 1], "pos0" i32[1] (the token's position). Output: "logits" [1, V].
+Program build_generate_program(const ModelConfig&, const LoraConfig& = {});
+
+}  // namespace ptl

@@ -1,0 +1,348 @@
+#include "engine/safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+
+namespace ptl {
+
+// The format is little-endian (the header length and every tensor element). We copy tensor bytes
+// and the length prefix straight between memory and the file, which is only correct on a
+// little-endian machine; every target we build for (x86-64, arm64, wasm32) is one.
+static_assert(std::endian::native == std::endian::little,
+              "safetensors.cpp copies little-endian file bytes verbatim; big-endian hosts need byte swaps");
+
+namespace {
+
+// Rejects garbage quickly: a real header is a few KB per thousand tensors.
+constexpr uint64_t kMaxHeaderBytes = 100ull * 1024 * 1024;
+
+// Local names so this file does not depend on program.cpp.
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::f32: return "F32";
+    case DType::i32: return "I32";
+  }
+  return "?";
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+// Bytes of numel 4-byte elements; false for a negative dimension or a size above `limit`.
+bool element_bytes(const std::vector<int64_t>& shape, uint64_t limit, uint64_t* out) {
+  for (int64_t d : shape)
+    if (d < 0) return false;
+  if (std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end()) {
+    *out = 0;
+    return true;
+  }
+  uint64_t n = 4;
+  for (int64_t d : shape) {
+    const uint64_t u = static_cast<uint64_t>(d);
+    if (n > limit / u) return false;
+    n *= u;
+  }
+  *out = n;
+  return true;
+}
+
+// A JSON number as a non-negative integer, or nothing.
+bool as_index(const nlohmann::ordered_json& j, uint64_t* out) {
+  if (j.is_number_unsigned()) {
+    *out = j.get<uint64_t>();
+    return true;
+  }
+  if (j.is_number_integer()) {
+    int64_t v = j.get<int64_t>();
+    if (v < 0) return false;
+    *out = static_cast<uint64_t>(v);
+    return true;
+  }
+  return false;
+}
+
+std::string quote(const std::string& name) { return "'" + name + "'"; }
+
+}  // namespace
+
+int64_t StoredTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+const StoredTensor* SafeTensors::find(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+void SafeTensors::add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data) {
+  check(name != "__metadata__", "safetensors: '__metadata__' is reserved and cannot name a tensor");
+  check(find(name) == nullptr, "safetensors: duplicate tensor name " + quote(name));
+  uint64_t bytes = 0;
+  check(element_bytes(shape, std::numeric_limits<size_t>::max(), &bytes),
+        "safetensors: tensor " + quote(name) + " has invalid shape " + shape_string(shape));
+  check(bytes == 0 || data != nullptr, "safetensors: tensor " + quote(name) + " has no data");
+  StoredTensor t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data.resize(static_cast<size_t>(bytes));
+  if (bytes) std::memcpy(t.data.data(), data, static_cast<size_t>(bytes));
+  tensors.push_back(std::move(t));
+}
+
+std::vector<uint8_t> encode_safetensors(const SafeTensors& st) {
+  // ordered_json keeps "__metadata__" first and the tensors in the order of st.tensors, which is
+  // also the order of their bytes in the data area.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!st.metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : st.metadata) meta[k] = v;
+    header["__metadata__"] = std::move(meta);
+  }
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  for (const auto& t : st.tensors) {
+    check(t.name != "__metadata__", "safetensors: '__metadata__' is reserved and cannot name a tensor");
+    check(seen.insert(t.name).second, "safetensors: duplicate tensor name " + quote(t.name));
+    uint64_t bytes = 0;
+    check(element_bytes(t.shape, std::numeric_limits<uint64_t>::max(), &bytes),
+          "safetensors: tensor " + quote(t.name) + " has invalid shape " + shape_string(t.shape));
+    check(bytes == t.data.size(), "safetensors: tensor " + quote(t.name) + " holds " + std::to_string(t.data.size()) +
+                                      " bytes but dtype " + dtype_name(t.dtype) + " x shape " +
+                                      shape_string(t.shape) + " needs " + std::to_string(bytes));
+    nlohmann::ordered_json info = nlohmann::ordered_json::object();
+    info["dtype"] = dtype_name(t.dtype);
+    info["shape"] = t.shape;
+    info["data_offsets"] = {offset, offset + bytes};
+    header[t.name] = std::move(info);
+    offset += bytes;
+  }
+  std::string text;
+  try {
+    text = header.dump();  // compact; throws on names or metadata that are not valid UTF-8
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("safetensors: a tensor name or metadata string is not valid UTF-8 (") + e.what() + ")");
+  }
+  // Pad with spaces so the data area starts 8-byte aligned (8 + header length is a multiple of 8),
+  // as the reference implementation does. JSON parsers ignore trailing whitespace.
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  std::vector<uint8_t> out;
+  out.reserve(8 + text.size() + static_cast<size_t>(offset));
+  uint64_t n = text.size();
+  uint8_t len[8];
+  std::memcpy(len, &n, 8);  // little-endian (see static_assert above)
+  out.insert(out.end(), len, len + 8);
+  out.insert(out.end(), text.begin(), text.end());
+  for (const auto& t : st.tensors) out.insert(out.end(), t.data.begin(), t.data.end());
+  return out;
+}
+
+SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::string& what) {
+  const std::string src = what + ": ";
+  check(size != 0, src + "empty file");
+  check(size >= 8, src + "not a safetensors file (" + std::to_string(size) +
+                       " bytes, too short for the 8-byte header length)");
+  uint64_t n = 0;
+  std::memcpy(&n, bytes, 8);  // little-endian (see static_assert above)
+  const uint64_t rest = size - 8;
+  if (n > kMaxHeaderBytes) {
+    if (n > rest)
+      fail(src + "not a safetensors file (header length " + std::to_string(n) + " larger than the file)");
+    fail(src + "not a safetensors file (header length " + std::to_string(n) + " exceeds the 100 MB limit)");
+  }
+  check(n <= rest, src + "truncated file (header says " + std::to_string(n) + " bytes of header, file has " +
+                       std::to_string(size) + ")");
+
+  const char* text = reinterpret_cast<const char*>(bytes + 8);
+  const uint8_t* data = bytes + 8 + n;
+  const uint64_t data_size = rest - n;
+
+  // Track top-level keys while parsing: nlohmann keeps only the last of duplicate keys, and a
+  // file whose meaning depends on which duplicate a reader keeps must be rejected. A real header
+  // nests 3 deep; refusing deep nesting keeps a hostile "[[[[..." header from eating memory.
+  // ordered_json keeps the header's key order, which breaks ties between empty tensors below.
+  using Json = nlohmann::ordered_json;
+  std::string duplicate;
+  std::set<std::string> keys;
+  auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (depth > 16) fail(src + "header JSON is nested too deeply for a safetensors header");
+    if (event == Json::parse_event_t::key && depth == 1 && duplicate.empty() &&
+        !keys.insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  Json header;
+  try {
+    header = Json::parse(text, text + n, on_event);
+  } catch (const Json::exception& e) {
+    fail(src + "header is not valid JSON (" + e.what() + ")");
+  }
+  check(header.is_object(), src + "header is not a JSON object");
+  check(duplicate.empty(), src + "header names " + quote(duplicate) + " twice");
+
+  SafeTensors st;
+  struct Span {
+    uint64_t begin, end;
+    size_t index;
+  };
+  std::vector<Span> spans;
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") {
+      check(info.is_object(), src + "__metadata__ is not a JSON object");
+      for (const auto& [k, v] : info.items()) {
+        check(v.is_string(), src + "__metadata__ value for key " + quote(k) + " is not a string");
+        st.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    const std::string tname = "tensor " + quote(name);
+    check(info.is_object(), src + tname + " entry is not a JSON object");
+    for (const auto& [field, unused] : info.items()) {
+      (void)unused;
+      check(field == "dtype" || field == "shape" || field == "data_offsets",
+            src + tname + " has unknown field " + quote(field));
+    }
+    check(info.contains("dtype") && info.at("dtype").is_string(), src + tname + " has no dtype string");
+    const std::string dtype = info.at("dtype").get<std::string>();
+    StoredTensor t;
+    t.name = name;
+    if (dtype == "F32") t.dtype = DType::f32;
+    else if (dtype == "I32") t.dtype = DType::i32;
+    else fail(src + tname + " has dtype " + dtype + "; only F32 and I32 are supported");
+
+    check(info.contains("shape") && info.at("shape").is_array(), src + tname + " has no shape array");
+    for (const auto& d : info.at("shape")) {
+      uint64_t v = 0;
+      check(as_index(d, &v) && v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
+            src + tname + " shape " + info.at("shape").dump() + " is not a list of non-negative integers");
+      t.shape.push_back(static_cast<int64_t>(v));
+    }
+    const Json offs = info.contains("data_offsets") ? info.at("data_offsets") : Json();
+    uint64_t begin = 0, end = 0;
+    check(offs.is_array() && offs.size() == 2 && as_index(offs[0], &begin) && as_index(offs[1], &end),
+          src + tname + " has no data_offsets [begin, end] of non-negative integers");
+    const std::string offs_str = "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+    check(begin <= end, src + tname + " data_offsets " + offs_str + " end before they begin");
+
+    uint64_t expect = 0;
+    const bool fits = element_bytes(t.shape, std::numeric_limits<uint64_t>::max(), &expect);
+    check(fits && end - begin == expect,
+          src + tname + " data_offsets " + offs_str + " do not match dtype " + dtype + " x shape " +
+              shape_string(t.shape) + " (" + (fits ? std::to_string(expect) : std::string("too many")) + " bytes)");
+    check(end <= data_size, src + tname + " offsets lie outside the data area (data_offsets " + offs_str +
+                                ", data area has " + std::to_string(data_size) + " bytes)");
+    spans.push_back({begin, end, st.tensors.size()});
+    st.tensors.push_back(std::move(t));
+  }
+
+  // The tensors must tile the data area exactly, as the reference implementation requires: no
+  // overlap, no gaps, no trailing bytes.
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
+  uint64_t pos = 0;
+  const StoredTensor* prev = nullptr;
+  for (const auto& s : spans) {
+    const StoredTensor& t = st.tensors[s.index];
+    if (s.begin < pos)
+      fail(src + "tensors " + quote(prev->name) + " and " + quote(t.name) + " overlap in the data area");
+    check(s.begin == pos, src + "gap in the data area before tensor " + quote(t.name) + " (bytes " +
+                              std::to_string(pos) + " to " + std::to_string(s.begin) + " belong to no tensor)");
+    pos = s.end;
+    if (s.end > s.begin) prev = &t;
+  }
+  check(pos == data_size, src + "data area has " + std::to_string(data_size - pos) +
+                              " trailing bytes that belong to no tensor");
+
+  // Copy the bytes, and keep the tensors in file order (data_offsets) rather than JSON key order.
+  std::vector<StoredTensor> ordered;
+  ordered.reserve(spans.size());
+  for (const auto& s : spans) {
+    StoredTensor& t = st.tensors[s.index];
+    t.data.assign(data + s.begin, data + s.end);
+    ordered.push_back(std::move(t));
+  }
+  st.tensors = std::move(ordered);
+  return st;
+}
+
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) fail("no such file: " + path);
+  if (status.type() == std::filesystem::file_type::directory) fail(path + " is a directory, not a file");
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) fail("cannot read " + path + ": " + std::strerror(errno));
+  std::vector<uint8_t> out;
+  struct stat sb{};
+  if (::fstat(::fileno(f), &sb) == 0 && sb.st_size > 0) out.reserve(static_cast<size_t>(sb.st_size));
+  uint8_t buf[1 << 16];
+  for (;;) {
+    size_t got = std::fread(buf, 1, sizeof buf, f);
+    out.insert(out.end(), buf, buf + got);
+    if (got < sizeof buf) break;
+  }
+  const bool bad = std::ferror(f);
+  const int err = errno;
+  std::fclose(f);
+  if (bad) fail("cannot read " + path + ": " + std::strerror(err));
+  return out;
+}
+
+void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("cannot write " + path + ": " + std::strerror(errno));
+  auto give_up = [&](int err) {
+    if (f) std::fclose(f);
+    std::remove(tmp.c_str());
+    fail("cannot write " + path + ": " + std::strerror(err));
+  };
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) give_up(errno);
+  if (std::fflush(f) != 0) give_up(errno);
+  if (::fsync(::fileno(f)) != 0) give_up(errno);
+  const int closed = std::fclose(f);
+  f = nullptr;
+  if (closed != 0) give_up(errno);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) give_up(errno);
+#if defined(__linux__) || defined(__APPLE__)
+  // Best effort: make the rename itself durable. Failure here loses nothing already written.
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+#endif
+}
+
+}  // namespace ptl

@@ -1,0 +1,45 @@
+#pragma once
+// The safetensors container: u64 little-endian header length, a JSON header
+// {"__metadata__": {str: str}, "<name>": {"dtype", "shape", "data_offsets": [begin, end]}},
+// then the raw little-endian tensor bytes. This file knows nothing about GPTs; the meaning of
+// the tensors and metadata (model checkpoints, LoRA adapters) lives in checkpoint.h.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/program.h"
+
+namespace ptl {
+
+struct StoredTensor {
+  std::string name;
+  DType dtype = DType::f32;  // stored as "F32" / "I32"
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;  // little-endian bytes, numel * 4
+
+  int64_t numel() const;
+  const float* f32() const { return reinterpret_cast<const float*>(data.data()); }
+};
+
+struct SafeTensors {
+  std::map<std::string, std::string> metadata;  // "__metadata__": string values only (as the format requires)
+  std::vector<StoredTensor> tensors;            // written in this order
+
+  const StoredTensor* find(const std::string& name) const;  // nullptr when absent
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data);
+};
+
+// Encode to bytes. Tensors are laid out in order, 8-byte aligned header per the format.
+std::vector<uint8_t> encode_safetensors(const SafeTensors&);
+// Decode, validating everything: header length within the file, valid JSON, known dtypes, offsets
+// that lie inside the data area, don't overlap and match dtype x shape. Throws ptl::Error naming
+// the problem (`what` names the source, e.g. the file path, for the message).
+SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::string& what = "checkpoint");
+
+std::vector<uint8_t> read_file_bytes(const std::string& path);  // throws ptl::Error (missing, unreadable)
+// Write to `path.tmp-<pid>` in the same folder, flush, then rename over `path`, so a crash never
+// leaves a half-written file under the real name.
+void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes);
+
+}  // namespace ptl

@@ -1,0 +1,183 @@
+"""TinyGPT in PyTorch: the numerical oracle for the C++ engine.
+
+Exactly the model of shared/spec/model.md: GPT-2 style, pre-LayerNorm, learned absolute
+positions, weight-tied output, exact (erf) GELU, no dropout. The state_dict names are the
+names on disk, so a checkpoint written by the engine loads with load_state_dict directly.
+"""
+import json
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .checkpoint import load_checkpoint, model_weights, parse_json_field
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 256
+    n_layers: int = 3
+    d_model: int = 96
+    n_heads: int = 3
+    ctx: int = 64
+
+    @property
+    def head_dim(self):
+        return self.d_model // self.n_heads
+
+    def to_dict(self):
+        return asdict(self)
+
+
+# The spec's preset table: name -> (layers, d, heads, ctx, batch). Parameter counts are exact.
+PRESETS = {
+    "tiny":     dict(n_layers=2,  d_model=48,   n_heads=3,  ctx=32,  batch=16),  # 70,464
+    "small":    dict(n_layers=3,  d_model=96,   n_heads=3,  ctx=64,  batch=16),  # 366,432
+    "medium":   dict(n_layers=4,  d_model=128,  n_heads=4,  ctx=96,  batch=16),  # 838,400
+    "large":    dict(n_layers=6,  d_model=192,  n_heads=6,  ctx=128, batch=12),  # 2,743,296
+    "xl":       dict(n_layers=8,  d_model=256,  n_heads=8,  ctx=128, batch=8),   # 6,416,896
+    "huge":     dict(n_layers=12, d_model=256,  n_heads=8,  ctx=256, batch=8),   # 9,608,704
+    "massive":  dict(n_layers=14, d_model=384,  n_heads=12, ctx=256, batch=4),   # 25,039,872
+    "mega":     dict(n_layers=14, d_model=384,  n_heads=12, ctx=512, batch=2),   # 25,138,176
+    "behemoth": dict(n_layers=24, d_model=1280, n_heads=20, ctx=512, batch=1),   # 473,244,160
+}
+
+
+def preset_config(name):
+    """(GPTConfig, batch) of a preset, by case-insensitive name."""
+    p = PRESETS[name.lower()]
+    cfg = GPTConfig(n_layers=p["n_layers"], d_model=p["d_model"], n_heads=p["n_heads"], ctx=p["ctx"])
+    return cfg, p["batch"]
+
+
+def param_count(cfg):
+    """The spec's closed form: V*d + T*d + 2d + L*(12 d^2 + 13 d)."""
+    V, T, d, L = cfg.vocab_size, cfg.ctx, cfg.d_model, cfg.n_layers
+    return V * d + T * d + 2 * d + L * (12 * d * d + 13 * d)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        assert cfg.d_model % cfg.n_heads == 0
+        self.n_heads = cfg.n_heads
+        self.q_proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.k_proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.v_proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.o_proj = nn.Linear(cfg.d_model, cfg.d_model)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hs = C // self.n_heads
+        # [B, T, C] -> [B, heads, T, hs]
+        q = self.q_proj(x).view(B, T, self.n_heads, hs).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.n_heads, hs).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.n_heads, hs).transpose(1, 2)
+        # Explicit attention in fp32: softmax(q k^T / sqrt(hs)) with the causal mask, then @ v.
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # key j <= query i
+        att = att.masked_fill(~causal, float("-inf"))
+        att = F.softmax(att.float(), dim=-1)
+        y = att @ v                                      # [B, heads, T, hs]
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
+        return self.o_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.fc_in = nn.Linear(cfg.d_model, 4 * cfg.d_model)
+        self.gelu = nn.GELU()  # exact: 0.5 x (1 + erf(x / sqrt 2))
+        self.fc_out = nn.Linear(4 * cfg.d_model, cfg.d_model)
+
+    def forward(self, x):
+        return self.fc_out(self.gelu(self.fc_in(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=1e-5)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=1e-5)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return x
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.config = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.ctx, cfg.d_model)
+        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
+        self.ln_f = nn.LayerNorm(cfg.d_model, eps=1e-5)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """The spec's initialisation (for training from scratch; not bitwise the engine's RNG)."""
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layers)
+        for name, p in self.named_parameters():
+            if name.endswith("o_proj.weight") or name.endswith("fc_out.weight"):
+                nn.init.normal_(p, mean=0.0, std=residual_std)
+            elif p.dim() == 2:  # Linear weights and both embeddings
+                nn.init.normal_(p, mean=0.0, std=0.02)
+            elif ".ln" in name or name.startswith("ln_f"):
+                if name.endswith("weight"):
+                    nn.init.ones_(p)
+                else:
+                    nn.init.zeros_(p)
+            else:  # Linear biases
+                nn.init.zeros_(p)
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx, targets=None, mask=None):
+        """idx, targets: [B, T] int64 byte tokens; mask: optional [B, T] weights (SFT).
+        Returns (logits [B, T, V], loss or None)."""
+        B, T = idx.shape
+        assert T <= self.config.ctx, f"sequence length {T} exceeds the context {self.config.ctx}"
+        pos = torch.arange(T, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(pos)
+        for block in self.blocks:
+            x = block(x)
+        x = self.ln_f(x)
+        logits = x @ self.tok_emb.weight.t()  # weight tying: no separate head
+
+        loss = None
+        if targets is not None:
+            nll = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),
+                                  reduction="none")
+            if mask is None:
+                loss = nll.mean()
+            else:
+                m = mask.reshape(-1).to(nll.dtype)
+                loss = (m * nll).sum() / m.sum()
+        return logits, loss
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_checkpoint(cls, path, return_metadata=False):
+        """Build the model a checkpoint describes and load its weights (optimizer state ignored)."""
+        state, meta = load_checkpoint(path)
+        mc = parse_json_field(meta, "model_config")
+        if mc is None:
+            raise ValueError(f"{path}: no model_config in the metadata")
+        tok = parse_json_field(meta, "tokenizer", {"type": "byte"})
+        if tok.get("type") != "byte":
+            raise ValueError(f"{path}: tokenizer {tok} is not supported by python_ref (byte only)")
+        cfg = GPTConfig(**{k: int(mc[k]) for k in ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")})
+        model = cls(cfg)
+        model.load_state_dict(model_weights(state), strict=True)
+        return (model, meta) if return_metadata else model
+
+    def config_json(self):
+        return json.dumps(self.config.to_dict())

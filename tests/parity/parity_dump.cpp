@@ -1,0 +1,83 @@
+// Writes what python_ref's parity tests compare against: initial weights, the first batch's
+// logits and gradients, N training steps (batches, learning rates, losses, gradient norms) and
+// a greedy continuation from the trained weights. See tests/python/test_parity.py.
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "engine/error.h"
+#include "engine/trainer.h"
+
+using namespace ptl;
+
+int main(int argc, char** argv) {
+  std::string preset = "tiny", data, out;
+  int64_t steps = 50;
+  uint64_t seed = 1234;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--preset") preset = v;
+    else if (k == "--steps") steps = std::stoll(v);
+    else if (k == "--data") data = v;
+    else if (k == "--out") out = v;
+    else if (k == "--seed") seed = std::stoull(v);
+    else { std::cerr << "unknown option " << k << "\n"; return 2; }
+  }
+  if (data.empty() || out.empty()) {
+    std::cerr << "usage: ptl_parity_dump --preset NAME --steps N --data FILE --out DIR [--seed S]\n";
+    return 2;
+  }
+  try {
+    namespace fs = std::filesystem;
+    fs::create_directories(out);
+    const Preset& p = find_preset(preset);
+    TrainConfig tc;
+    tc.batch = p.batch;
+    tc.steps = steps;
+    tc.seed = seed;
+    tc.lr = 1e-3;  // larger than the default so 50 steps move the weights visibly
+    Trainer trainer(p.model, tc);
+    trainer.set_corpus(read_text_file(data), data);
+    write_file_atomic(out + "/init.tinygpt", trainer.save_checkpoint(false));
+
+    nlohmann::json dump;
+    dump["model_config"] = p.model.to_json();
+    dump["train_config"] = tc.to_json();
+    dump["batch"] = tc.batch;
+    dump["ctx"] = p.model.ctx;
+    auto& js = dump["steps"] = nlohmann::json::array();
+    Rng rng = trainer.state().data_rng;
+    for (int64_t s = 0; s < steps; ++s) {
+      Batch b = trainer.corpus().sample_train(rng, tc.batch);
+      if (s == 0) {
+        trainer.batch_loss(b);
+        std::ofstream lf(out + "/logits_step0.bin", std::ios::binary);
+        lf.write(reinterpret_cast<const char*>(trainer.logits()), std::streamsize(b.inputs.size()) * 256 * 4);
+      }
+      const double lr = tc.lr_at(s);
+      StepResult r = trainer.train_step(b);
+      if (s == 0) {
+        SafeTensors grads;
+        for (const auto& t : parameter_list(p.model)) grads.add(t.name, DType::f32, t.shape, trainer.gradient(t.name));
+        write_file_atomic(out + "/grads_step0.tinygpt", encode_safetensors(grads));
+      }
+      js.push_back({{"inputs", b.inputs}, {"targets", b.targets}, {"lr", lr}, {"loss", r.loss}, {"grad_norm", r.grad_norm}});
+    }
+    write_file_atomic(out + "/final.tinygpt", trainer.save_checkpoint(false));
+    const std::string prompt = "ROMEO:\nWhat say";
+    SamplingOptions greedy;
+    greedy.temperature = 0;
+    auto tokens = trainer.generate(encode(prompt), 200, greedy);
+    dump["greedy"] = {{"prompt", prompt}, {"prompt_tokens", encode(prompt)}, {"max_tokens", 200},
+                      {"tokens", tokens}, {"checkpoint", "final.tinygpt"}};
+    std::ofstream(out + "/dump.json") << dump.dump();
+    std::printf("wrote %s (%lld steps, final loss %.4f)\n", out.c_str(), (long long)steps,
+                js.back()["loss"].get<double>());
+  } catch (const std::exception& e) {
+    std::cerr << "ptl_parity_dump: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
