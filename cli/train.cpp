@@ -37,6 +37,8 @@ std::string timestamp_dir() {
   return buf;
 }
 
+std::string nonfinite_name(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+infinity" : "-infinity"; }
+
 std::string sample_text(Trainer& trainer, int n, uint64_t seed) {
   SamplingOptions opt;
   opt.temperature = 0.8;
@@ -108,7 +110,9 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
   std::fflush(stdout);
 
   auto save = [&]() { write_file_atomic(ckpt_path, trainer->save_checkpoint(true)); };
-  int64_t saved_step = -1;
+  // The last good checkpoint on disk: the one we resumed from until we write our own.
+  int64_t saved_step = a.resume.empty() ? -1 : first;
+  std::string saved_path = a.resume;
 
   g_interrupted = false;
   auto old_handler = std::signal(SIGINT, [](int) { g_interrupted = true; });
@@ -120,8 +124,8 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
       progress.finish();
       fail("training diverged at step " + std::to_string(step) + ": " + (std::isfinite(r.loss) ? "gradient norm" : "loss") +
-           " is " + std::to_string(std::isfinite(r.loss) ? r.grad_norm : r.loss) + " (try a lower --lr); " +
-           (saved_step >= 0 ? "the last good checkpoint is " + ckpt_path + " (step " + std::to_string(saved_step) + ")"
+           " is " + nonfinite_name(std::isfinite(r.loss) ? r.grad_norm : r.loss) + " (try a lower --lr); " +
+           (saved_step >= 0 ? "the last good checkpoint is " + saved_path + " (step " + std::to_string(saved_step) + ")"
                             : std::string("no checkpoint was written")));
     }
     const double tps = r.tokens / r.seconds;
@@ -153,6 +157,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
       metrics.flush();
       save();
       saved_step = step;
+      saved_path = ckpt_path;
     }
     progress.update(step, r.loss, ema_tps, r.lr);
     if (g_interrupted) {

@@ -168,6 +168,9 @@ class TinyGPT(nn.Module):
     def from_checkpoint(cls, path, return_metadata=False):
         """Build the model a checkpoint describes and load its weights (optimizer state ignored)."""
         state, meta = load_checkpoint(path)
+        if meta.get("format", "tinygpt") != "tinygpt" or meta.get("format_version", "1") != "1":
+            raise ValueError(f"{path}: format {meta.get('format')!r} version {meta.get('format_version')!r} "
+                             "is not one python_ref reads (tinygpt 1)")
         mc = parse_json_field(meta, "model_config")
         if mc is None:
             raise ValueError(f"{path}: no model_config in the metadata")

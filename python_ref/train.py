@@ -14,6 +14,7 @@ embeddings only, global gradient clipping at 1.0, warm-up + cosine schedule (or 
 The batches are not the engine's batches bit for bit; the arithmetic is the same.
 """
 import argparse
+import hashlib
 import os
 import time
 
@@ -107,7 +108,7 @@ def main(argv=None):
     torch.manual_seed(args.seed)
 
     # Model, and what the source checkpoint carries over.
-    start_step, history, m, v = 0, [], {}, {}
+    start_step, history, m, v, tokens_seen, elapsed = 0, [], {}, {}, 0, 0.0
     if args.preset:
         cfg, preset_batch = preset_config(args.preset)
         model = TinyGPT(cfg)  # spec initialisation, same on every rank (same seed)
@@ -117,10 +118,11 @@ def main(argv=None):
         cfg, preset_batch = model.config, None
         if args.resume:
             _, m, v = split_state(state)
-            start_step = int((parse_json_field(meta, "train_state", {}) or {}).get("step", 0))
+            train_state = parse_json_field(meta, "train_state", {}) or {}
+            start_step = int(train_state.get("step", 0))
+            tokens_seen = int(train_state.get("tokens_seen", 0))
+            elapsed = float(train_state.get("elapsed_seconds", 0.0))
             history = parse_json_field(meta, "loss_history", []) or []
-            if not isinstance(history, list):
-                history = []
     batch = args.batch or preset_batch or 16
     model.to(device)
 
@@ -142,17 +144,23 @@ def main(argv=None):
         "warmup": args.warmup, "min_lr_frac": args.min_lr_frac, "beta1": opt.BETAS[0],
         "beta2": opt.BETAS[1], "eps": opt.EPS, "weight_decay": args.weight_decay,
         "grad_clip": args.grad_clip, "seed": args.seed, "eval_every": args.eval_every,
-        "eval_batches": args.eval_batches, "data_path": os.path.abspath(args.data),
+        "eval_batches": args.eval_batches, "sample_every": 0, "data_path": os.path.abspath(args.data),
     }
+
+    t0 = time.time()
 
     def save(step):
         if not master:
             return
         m_now, v_now, _ = opt.export_moments(model, optimizer)
         weights = {k: t for k, t in model.state_dict().items()}
-        meta = make_metadata(cfg.to_dict(), train_config=train_config,
-                             train_state={"step": step, "world_size": world},
-                             loss_history=history, created_by="python_ref.train")
+        # data_rng: 16 hex digits as the format asks; PyTorch's generator state does not fit in
+        # 64 bits, so this is a digest of it (the engine resumes with its own batch stream).
+        data_rng = hashlib.blake2b(gen.get_state().numpy().tobytes(), digest_size=8).hexdigest()
+        train_state = {"step": step, "data_rng": data_rng, "tokens_seen": tokens_seen,
+                       "elapsed_seconds": elapsed + time.time() - t0}
+        meta = make_metadata(cfg.to_dict(), train_config=train_config, train_state=train_state,
+                             loss_history=history[-200:], created_by=f"python_ref (torch {torch.__version__})")
         save_checkpoint(args.out, join_state(weights, m_now, v_now), meta)
 
     if master:
@@ -160,7 +168,6 @@ def main(argv=None):
               f"steps {start_step}..{args.steps}, device {device}")
 
     model.train()
-    t0 = time.time()
     for step in range(start_step, args.steps):
         lr = opt.lr_at(step, args.steps, args.lr, args.schedule, args.warmup, args.min_lr_frac)
         opt.set_lr(optimizer, lr)
@@ -171,11 +178,12 @@ def main(argv=None):
         loss.backward()  # DDP averages the gradients across ranks here
         grad_norm = opt.clip_gradients(model, args.grad_clip)
         optimizer.step()
+        tokens_seen += batch * cfg.ctx * world
 
         last = step + 1 == args.steps
         if master and (last or (args.eval_every and (step + 1) % args.eval_every == 0)):
             val = evaluate(model, val_data, batch, cfg.ctx, args.eval_batches, device)
-            history.append({"step": step + 1, "train_loss": loss.item(), "val_loss": val})
+            history.append([step + 1, loss.item(), val])  # [step, train_loss, val_loss]
             print(f"step {step + 1:6d} | loss {loss.item():.4f} | val {val:.4f} | lr {lr:.2e} "
                   f"| grad norm {grad_norm:.3f} | {time.time() - t0:.1f}s", flush=True)
         if args.save_every and (step + 1) % args.save_every == 0 and not last:

@@ -1,0 +1,200 @@
+// The `ptl` command line as a user meets it: runs, resumes, files it writes, and its errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/trainer.h"
+#include "test_util.h"
+
+using namespace ptl;
+
+namespace {
+
+struct CliRun {
+  int code;  // exit status; 128 + signal if it crashed
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+CliRun ptl_cli(const std::string& args, const test::TempDir& dir) {
+  const std::string cmd = "cd '" + dir.path.string() + "' && '" PTL_BINARY_DIR "/ptl' " + args + " > stdout.txt 2> stderr.txt";
+  const int status = std::system(cmd.c_str());
+  CliRun r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(dir.file("stdout.txt"));
+  r.err = slurp(dir.file("stderr.txt"));
+  return r;
+}
+
+void write(const std::string& path, const std::string& s) { std::ofstream(path, std::ios::binary) << s; }
+
+std::vector<double> losses(const std::string& metrics_path) {
+  std::vector<double> out;
+  std::ifstream f(metrics_path);
+  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line)["train_loss"].get<double>());
+  return out;
+}
+
+// A clean failure: exit code 1, one line on stderr naming the problem, no crash.
+void expect_error(const CliRun& r, const std::string& phrase) {
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find(phrase), std::string::npos) << "stderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+const char* kTiny = "--preset tiny --sample-every 0";
+
+}  // namespace
+
+TEST(Cli, TrainWritesCheckpointAndMetrics) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(20000));
+  CliRun r = ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 20 --eval-every 10 --out run", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("val loss"), std::string::npos);
+  std::ifstream f(d.file("run/metrics.jsonl"));
+  std::string line;
+  int n = 0;
+  while (std::getline(f, line)) {
+    auto j = nlohmann::json::parse(line);
+    ++n;
+    EXPECT_EQ(j["step"].get<int>(), n);
+    for (const char* k : {"train_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) EXPECT_TRUE(j.contains(k)) << k;
+    EXPECT_EQ(j.contains("val_loss"), n % 10 == 0);
+  }
+  EXPECT_EQ(n, 20);
+  auto ck = Trainer::from_checkpoint(read_file_bytes(d.file("run/model.tinygpt")), "ck");
+  EXPECT_EQ(ck->state().step, 20);
+  EXPECT_FALSE(std::filesystem::exists(d.file("run/model.tinygpt.tmp")));
+}
+
+TEST(Cli, DefaultOutputFolderIsTimestampedUnderRuns) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(5000));
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 2", d).code, 0);
+  int found = 0;
+  for (auto& e : std::filesystem::directory_iterator(d.path / "runs"))
+    found += std::filesystem::exists(e.path() / "model.tinygpt") && std::filesystem::exists(e.path() / "metrics.jsonl");
+  EXPECT_EQ(found, 1);
+}
+
+TEST(Cli, ResumeIsBitwiseEquivalentToAStraightRun) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(20000));
+  const std::string common = std::string("train ") + kTiny + " --data t.txt --steps 100 --eval-every 25";
+  ASSERT_EQ(ptl_cli(common + " --out straight", d).code, 0);
+  // Cosine schedule: stop at 50 of a 100-step plan, then resume.
+  ASSERT_EQ(ptl_cli(common + " --until 50 --out split", d).code, 0);
+  CliRun r = ptl_cli("train --resume split/model.tinygpt", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto a = losses(d.file("straight/metrics.jsonl")), b = losses(d.file("split/metrics.jsonl"));
+  ASSERT_EQ(a.size(), 100u);
+  EXPECT_EQ(a, b);  // bitwise: the same doubles
+  // The final weights and AdamW moments are bitwise the same too.
+  const auto fa = read_file_bytes(d.file("straight/model.tinygpt")), fb = read_file_bytes(d.file("split/model.tinygpt"));
+  SafeTensors sa = decode_safetensors(fa.data(), fa.size()), sb = decode_safetensors(fb.data(), fb.size());
+  ASSERT_EQ(sa.tensors.size(), sb.tensors.size());
+  for (size_t i = 0; i < sa.tensors.size(); ++i) EXPECT_EQ(sa.tensors[i].data, sb.tensors[i].data) << sa.tensors[i].name;
+  // Constant schedule: 50 steps, then extend the run to 100.
+  const std::string constant = std::string("train ") + kTiny + " --data t.txt --schedule constant --eval-every 25";
+  ASSERT_EQ(ptl_cli(constant + " --steps 100 --out c1", d).code, 0);
+  ASSERT_EQ(ptl_cli(constant + " --steps 50 --out c2", d).code, 0);
+  ASSERT_EQ(ptl_cli("train --resume c2/model.tinygpt --steps 100", d).code, 0);
+  EXPECT_EQ(losses(d.file("c1/metrics.jsonl")), losses(d.file("c2/metrics.jsonl")));
+}
+
+TEST(Cli, SampleStreamsPromptAndContinuation) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(5000));
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 5 --out run", d).code, 0);
+  CliRun a = ptl_cli("sample run/model.tinygpt --prompt 'the king' --max-tokens 40 --temperature 0", d);
+  CliRun b = ptl_cli("sample run/model.tinygpt --prompt 'the king' --max-tokens 40 --temperature 0", d);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out.rfind("the king", 0), 0u);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.err.find("tokens/s"), std::string::npos);
+  EXPECT_NE(a.err.find("time to first token"), std::string::npos);
+  CliRun c = ptl_cli("sample run/model.tinygpt --max-tokens 40 --temperature 1 --top-k 5 --seed 1", d);
+  CliRun e = ptl_cli("sample run/model.tinygpt --max-tokens 40 --temperature 1 --top-k 5 --seed 2", d);
+  EXPECT_NE(c.out, e.out);
+}
+
+TEST(Cli, EvalAndInfo) {
+  test::TempDir d;
+  const std::string text = test::synthetic_text(5000);
+  write(d.file("t.txt"), text);
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 5 --out run", d).code, 0);
+  CliRun r = ptl_cli("eval run/model.tinygpt --data t.txt --json", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"].get<int64_t>(), int64_t(text.size()) - 1);
+  EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(j["loss"].get<double>()), 1e-9);
+  EXPECT_NEAR(j["bits_per_byte"].get<double>(), j["loss"].get<double>() / std::log(2.0), 1e-12);
+  CliRun v = ptl_cli("eval run/model.tinygpt --json", d);  // the training corpus's validation split
+  ASSERT_EQ(v.code, 0) << v.err;
+  EXPECT_EQ(nlohmann::json::parse(v.out)["tokens"].get<int64_t>(), 499);
+  CliRun i = ptl_cli("info run/model.tinygpt", d);
+  EXPECT_NE(i.out.find("70464"), std::string::npos);
+  EXPECT_NE(i.out.find("5 steps"), std::string::npos);
+  CliRun p = ptl_cli("info --preset behemoth", d);
+  EXPECT_NE(p.out.find("473244160"), std::string::npos);
+}
+
+TEST(Cli, BadInputGivesOneLineErrors) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(5000));
+  write(d.file("empty.txt"), "");
+  write(d.file("small.txt"), "too short");
+  expect_error(ptl_cli("train --preset gigantic --data t.txt", d), "unknown preset 'gigantic'");
+  expect_error(ptl_cli("train --preset tiny --data missing.txt", d), "data file not found: ");
+  expect_error(ptl_cli("train --preset tiny --data empty.txt", d), "data file is empty");
+  expect_error(ptl_cli("train --preset tiny --data small.txt", d), "corpus too small");
+  expect_error(ptl_cli("train --preset tiny --ctx 4096 --data t.txt", d), "context of 4096");
+  expect_error(ptl_cli("train --preset tiny --heads 5 --data t.txt", d), "not divisible by n_heads 5");
+
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --out run", d).code, 0);
+  const auto good = read_file_bytes(d.file("run/model.tinygpt"));
+  write(d.file("truncated.tinygpt"), std::string(good.begin(), good.begin() + good.size() / 2));
+  expect_error(ptl_cli("sample truncated.tinygpt", d), "truncated.tinygpt");
+  std::string corrupt(good.begin(), good.end());
+  for (size_t i = 8; i < 40; ++i) corrupt[i] = '#';
+  write(d.file("corrupt.tinygpt"), corrupt);
+  expect_error(ptl_cli("eval corrupt.tinygpt --data t.txt", d), "corrupt.tinygpt");
+  write(d.file("notes.txt.tinygpt"), "hello, this is not a checkpoint at all");
+  expect_error(ptl_cli("info notes.txt.tinygpt", d), "notes.txt.tinygpt");
+  SafeTensors f = decode_safetensors(good.data(), good.size());
+  SafeTensors foreign = f;
+  foreign.metadata.clear();
+  write_file_atomic(d.file("foreign.safetensors"), encode_safetensors(foreign));
+  expect_error(ptl_cli("sample foreign.safetensors", d), "not a tinygpt checkpoint");
+  SafeTensors future = f;
+  future.metadata["format_version"] = "7";
+  write_file_atomic(d.file("future.tinygpt"), encode_safetensors(future));
+  expect_error(ptl_cli("sample future.tinygpt", d), "unsupported checkpoint format_version 7");
+  SafeTensors wrong = f;
+  wrong.metadata["model_config"] = R"({"vocab_size":256,"n_layers":2,"d_model":64,"n_heads":4,"ctx":32})";
+  write_file_atomic(d.file("wrong.tinygpt"), encode_safetensors(wrong));
+  expect_error(ptl_cli("sample wrong.tinygpt", d), "has shape [256, 48] but the config needs [256, 64]");
+  expect_error(ptl_cli("sample nothing-here.tinygpt", d), "no such file");
+}
+
+TEST(Cli, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(5000));
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 10 --eval-every 5 --out run", d).code, 0);
+  const auto good = read_file_bytes(d.file("run/model.tinygpt"));
+  // A learning rate of 1e30 blows the weights up on the first update.
+  CliRun r = ptl_cli("train --resume run/model.tinygpt --steps 20 --lr 1e30 --schedule constant", d);
+  expect_error(r, "training diverged at step 12: loss is NaN");
+  EXPECT_NE(r.err.find("the last good checkpoint is run/model.tinygpt (step 10)"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file_bytes(d.file("run/model.tinygpt")), good);
+  EXPECT_EQ(Trainer::from_checkpoint(good, "g")->state().step, 10);
+}

@@ -1,0 +1,523 @@
+// Tests of the CPU kernels (engine/backends/cpu/kernels.h).
+//
+// Every backward is checked against central finite differences of its forward: for a random
+// upstream gradient R, the scalar L = sum(out * R) (summed in double) has dL/dout = R, so the
+// backward called with dy = R must return dL/dinput, and
+//   dL/dx_i ~ (L(x_i + h) - L(x_i - h)) / 2h.
+// The shapes are small and ragged (C = 7, T = 5, sizes below 8, and sizes just above the
+// linear kernel's register tiles) so that index mistakes at the edges show up.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backends/cpu/kernels.h"
+
+using namespace ptl::cpu;
+
+namespace {
+
+using Vec = std::vector<float>;
+
+Vec randn(size_t n, uint32_t seed, float std = 1.0f, float mean = 0.0f) {
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> dist(mean, std);
+    Vec v(n);
+    for (auto& x : v) x = dist(gen);
+    return v;
+}
+
+double weighted_sum(const Vec& out, const Vec& R) {
+    double s = 0.0;
+    for (size_t i = 0; i < out.size(); i++) s += static_cast<double>(out[i]) * R[i];
+    return s;
+}
+
+// Finite-difference step. With fp32 forwards the rounding noise of L is about 1e-7 * |L|, which
+// the division by 2h turns into ~1e-4 absolute; the truncation error is O(h^2) ~ 1e-6.
+constexpr float kH = 1e-3f;
+
+// Tolerance: |analytic - numeric| <= 1e-2 * |numeric| + 2e-3. Gradient entries here are O(0.1..1),
+// so a gradient sent to the wrong element (wrong index, wrong row, missing term) is off by
+// O(0.1) or more and fails, while the fp32 noise above stays well inside.
+bool grad_close(double a, double n) { return std::fabs(a - n) <= 1e-2 * std::fabs(n) + 2e-3; }
+
+// Compares analytic[i] with the central difference of `loss` in x[i], for every i (or, for
+// larger tensors, `max_checks` evenly spread indices).
+void check_grad(const std::string& what, Vec& x, const Vec& analytic, const std::function<double()>& loss,
+                size_t max_checks = 400) {
+    ASSERT_EQ(x.size(), analytic.size()) << what;
+    const size_t n = x.size();
+    const size_t stride = n <= max_checks ? 1 : n / max_checks + 1;
+    int failures = 0;
+    for (size_t i = 0; i < n; i += stride) {
+        const float old = x[i];
+        const float xp = old + kH, xm = old - kH;
+        x[i] = xp;
+        const double lp = loss();
+        x[i] = xm;
+        const double lm = loss();
+        x[i] = old;
+        const double numeric = (lp - lm) / (static_cast<double>(xp) - xm);
+        if (!grad_close(analytic[i], numeric) && failures++ < 5)
+            ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << " vs numeric " << numeric;
+    }
+    EXPECT_EQ(failures, 0) << what << ": " << failures << " mismatching entries";
+}
+
+// For the acc flags: out = prior + fresh, element by element.
+void expect_sum(const std::string& what, const Vec& out, const Vec& prior, const Vec& fresh) {
+    ASSERT_EQ(out.size(), prior.size());
+    for (size_t i = 0; i < out.size(); i++)
+        ASSERT_NEAR(out[i], prior[i] + fresh[i], 1e-5f * (1.0f + std::fabs(prior[i] + fresh[i]))) << what << "[" << i << "]";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Embedding
+
+TEST(Embedding, ForwardLooksUpAndAdds) {
+    const int64_t B = 2, T = 3, C = 5, V = 4, ctx = 7, pos0 = 2;
+    const std::vector<int32_t> tokens = {3, 1, 3, 0, 0, 2};
+    const Vec tok = randn(V * C, 1), pos = randn(ctx * C, 2);
+    Vec x(B * T * C);
+    embedding_forward(x.data(), tokens.data(), tok.data(), pos.data(), B, T, C, pos0);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < C; c++)
+                EXPECT_EQ(x[(b * T + t) * C + c], tok[tokens[b * T + t] * C + c] + pos[(pos0 + t) * C + c]);
+}
+
+TEST(Embedding, BackwardMatchesFiniteDifferences) {
+    // Repeated tokens (3 and 0 twice), an unused token (none here is 4), pos0 > 0.
+    const int64_t B = 2, T = 3, C = 5, V = 5, ctx = 7, pos0 = 2;
+    const std::vector<int32_t> tokens = {3, 1, 3, 0, 0, 2};
+    Vec tok = randn(V * C, 3), pos = randn(ctx * C, 4);
+    const Vec R = randn(B * T * C, 5);
+    auto loss = [&] {
+        Vec x(B * T * C);
+        embedding_forward(x.data(), tokens.data(), tok.data(), pos.data(), B, T, C, pos0);
+        return weighted_sum(x, R);
+    };
+    Vec dtok(V * C, 123.0f), dpos(ctx * C, 123.0f);  // garbage: acc=false must overwrite all of it
+    embedding_backward(dtok.data(), false, dpos.data(), false, R.data(), tokens.data(), B, T, C, V, ctx, pos0);
+    check_grad("dtok_emb", tok, dtok, loss);
+    check_grad("dpos_emb", pos, dpos, loss);
+    for (int64_t c = 0; c < C; c++) EXPECT_EQ(dtok[4 * C + c], 0.0f);  // token 4 never occurs
+    for (int64_t c = 0; c < C; c++) EXPECT_EQ(dpos[0 * C + c], 0.0f);  // positions before pos0
+}
+
+TEST(Embedding, AccFlagsAdd) {
+    const int64_t B = 2, T = 3, C = 5, V = 5, ctx = 7, pos0 = 1;
+    const std::vector<int32_t> tokens = {3, 1, 3, 0, 0, 2};
+    const Vec dx = randn(B * T * C, 6);
+    Vec gt(V * C), gp(ctx * C);
+    embedding_backward(gt.data(), false, gp.data(), false, dx.data(), tokens.data(), B, T, C, V, ctx, pos0);
+    const Vec pt = randn(V * C, 7), pp = randn(ctx * C, 8);
+    Vec at = pt, ap = pp;
+    embedding_backward(at.data(), true, ap.data(), true, dx.data(), tokens.data(), B, T, C, V, ctx, pos0);
+    expect_sum("dtok_emb", at, pt, gt);
+    expect_sum("dpos_emb", ap, pp, gp);
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm
+
+TEST(LayerNorm, ForwardNormalises) {
+    const int64_t N = 3, C = 7;
+    const Vec x = randn(N * C, 10, 3.0f, 5.0f);  // |mean| >> 0: exercises the two-pass variance
+    const Vec w(C, 1.0f), b(C, 0.0f);
+    Vec y(N * C), mean(N), rstd(N);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+    for (int64_t i = 0; i < N; i++) {
+        double mu = 0.0, var = 0.0;
+        for (int64_t c = 0; c < C; c++) mu += x[i * C + c];
+        mu /= C;
+        for (int64_t c = 0; c < C; c++) var += (x[i * C + c] - mu) * (x[i * C + c] - mu);
+        var /= C;
+        EXPECT_NEAR(mean[i], mu, 1e-6 * std::fabs(mu));
+        EXPECT_NEAR(rstd[i], 1.0 / std::sqrt(var + 1e-5), 1e-6 / std::sqrt(var));
+        for (int64_t c = 0; c < C; c++)
+            EXPECT_NEAR(y[i * C + c], (x[i * C + c] - mu) / std::sqrt(var + 1e-5), 1e-5);
+    }
+}
+
+TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
+    for (int64_t C : {7, 3, 16}) {
+        const int64_t N = 5;
+        Vec x = randn(N * C, 11, 1.5f, 0.5f), w = randn(C, 12, 0.5f, 1.0f), b = randn(C, 13);
+        const Vec R = randn(N * C, 14);
+        auto loss = [&] {
+            Vec y(N * C), mean(N), rstd(N);
+            layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+            return weighted_sum(y, R);
+        };
+        Vec y(N * C), mean(N), rstd(N);
+        layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+        Vec dx(N * C, 9.0f), dw(C, 9.0f), db(C, 9.0f);
+        layernorm_backward(dx.data(), false, dw.data(), false, db.data(), false, R.data(), x.data(), w.data(),
+                           mean.data(), rstd.data(), N, C);
+        const std::string tag = " (C=" + std::to_string(C) + ")";
+        check_grad("dx" + tag, x, dx, loss);
+        check_grad("dw" + tag, w, dw, loss);
+        check_grad("db" + tag, b, db, loss);
+    }
+}
+
+TEST(LayerNorm, AccFlagsAdd) {
+    const int64_t N = 4, C = 7;
+    const Vec x = randn(N * C, 15), w = randn(C, 16), b = randn(C, 17), dy = randn(N * C, 18);
+    Vec y(N * C), mean(N), rstd(N);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+    Vec gx(N * C), gw(C), gb(C);
+    layernorm_backward(gx.data(), false, gw.data(), false, gb.data(), false, dy.data(), x.data(), w.data(),
+                       mean.data(), rstd.data(), N, C);
+    const Vec px = randn(N * C, 19), pw = randn(C, 20), pb = randn(C, 21);
+    Vec ax = px, aw = pw, ab = pb;
+    layernorm_backward(ax.data(), true, aw.data(), true, ab.data(), true, dy.data(), x.data(), w.data(),
+                       mean.data(), rstd.data(), N, C);
+    expect_sum("dx", ax, px, gx);
+    expect_sum("dw", aw, pw, gw);
+    expect_sum("db", ab, pb, gb);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear
+
+// Shapes: tiny and ragged, and just past the register tiles (8 or 4 rows x 32 columns) so the
+// tile and the leftover-row / leftover-column paths all run.
+struct LinearShape {
+    int64_t M, N, K;
+};
+const LinearShape kLinearShapes[] = {{1, 1, 1}, {5, 7, 6}, {3, 2, 9}, {9, 35, 33}, {17, 64, 40}};
+
+TEST(Linear, ForwardMatchesNaive) {
+    for (const auto [M, N, K] : kLinearShapes) {
+        const Vec x = randn(M * K, 30), W = randn(N * K, 31), b = randn(N, 32);
+        for (bool with_bias : {true, false}) {
+            Vec y(M * N, 77.0f);
+            linear_forward(y.data(), x.data(), W.data(), with_bias ? b.data() : nullptr, M, N, K);
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < N; n++) {
+                    double s = with_bias ? b[n] : 0.0;
+                    for (int64_t k = 0; k < K; k++) s += static_cast<double>(x[m * K + k]) * W[n * K + k];
+                    ASSERT_NEAR(y[m * N + n], s, 1e-5 * (1.0 + std::fabs(s)))
+                        << "M=" << M << " N=" << N << " K=" << K << " m=" << m << " n=" << n;
+                }
+        }
+    }
+}
+
+TEST(Linear, BackwardMatchesFiniteDifferences) {
+    for (const auto [M, N, K] : kLinearShapes) {
+        Vec x = randn(M * K, 33), W = randn(N * K, 34, 0.5f), b = randn(N, 35);
+        const Vec R = randn(M * N, 36);
+        auto loss = [&] {
+            Vec y(M * N);
+            linear_forward(y.data(), x.data(), W.data(), b.data(), M, N, K);
+            return weighted_sum(y, R);
+        };
+        Vec dx(M * K, 5.0f), dW(N * K, 5.0f), db(N, 5.0f);
+        linear_backward(dx.data(), false, dW.data(), false, db.data(), false, R.data(), x.data(), W.data(), M, N, K);
+        const std::string tag = " (M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + ")";
+        check_grad("dx" + tag, x, dx, loss);
+        check_grad("dW" + tag, W, dW, loss);
+        check_grad("db" + tag, b, db, loss);
+    }
+}
+
+TEST(Linear, AccFlagsAndNullOutputs) {
+    const int64_t M = 9, N = 35, K = 6;
+    const Vec x = randn(M * K, 37), W = randn(N * K, 38), dy = randn(M * N, 39);
+    Vec gx(M * K), gW(N * K), gb(N);
+    linear_backward(gx.data(), false, gW.data(), false, gb.data(), false, dy.data(), x.data(), W.data(), M, N, K);
+    const Vec px = randn(M * K, 40), pW = randn(N * K, 41), pb = randn(N, 42);
+    Vec ax = px, aW = pW, ab = pb;
+    linear_backward(ax.data(), true, aW.data(), true, ab.data(), true, dy.data(), x.data(), W.data(), M, N, K);
+    expect_sum("dx", ax, px, gx);
+    expect_sum("dW", aW, pW, gW);
+    expect_sum("db", ab, pb, gb);
+    // Only dW requested: the same dW as when everything is requested.
+    Vec only(N * K);
+    linear_backward(nullptr, false, only.data(), false, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
+    EXPECT_EQ(only, gW);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention
+
+struct AttnShape {
+    int64_t B, T, C, H;
+};
+const AttnShape kAttnShapes[] = {{1, 1, 4, 1}, {2, 5, 6, 2}, {1, 7, 12, 3}, {2, 4, 8, 1}, {1, 3, 10, 5}};
+
+// softmax(q k^T / sqrt(hs) + causal mask) v with the whole T x T matrix, in double.
+void naive_attention(std::vector<double>& y, std::vector<double>& lse, const Vec& q, const Vec& k, const Vec& v,
+                     int64_t B, int64_t T, int64_t C, int64_t H) {
+    const int64_t hs = C / H;
+    y.assign(B * T * C, 0.0);
+    lse.assign(B * H * T, 0.0);
+    std::vector<double> att(T * T);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            for (int64_t i = 0; i < T; i++)
+                for (int64_t j = 0; j < T; j++) {
+                    double s = 0.0;
+                    for (int64_t c = 0; c < hs; c++)
+                        s += static_cast<double>(q[(b * T + i) * C + h * hs + c]) * k[(b * T + j) * C + h * hs + c];
+                    att[i * T + j] = j <= i ? s / std::sqrt(static_cast<double>(hs)) : -INFINITY;
+                }
+            for (int64_t i = 0; i < T; i++) {
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t j = 0; j < T; j++) mx = std::max(mx, att[i * T + j]);
+                for (int64_t j = 0; j < T; j++) sum += std::exp(att[i * T + j] - mx);
+                lse[(b * H + h) * T + i] = mx + std::log(sum);
+                for (int64_t j = 0; j < T; j++) {
+                    const double p = std::exp(att[i * T + j] - mx) / sum;
+                    for (int64_t c = 0; c < hs; c++)
+                        y[(b * T + i) * C + h * hs + c] += p * v[(b * T + j) * C + h * hs + c];
+                }
+            }
+        }
+}
+
+TEST(Attention, ForwardMatchesNaiveSoftmax) {
+    for (const auto [B, T, C, H] : kAttnShapes) {
+        const Vec q = randn(B * T * C, 50, 1.5f), k = randn(B * T * C, 51, 1.5f), v = randn(B * T * C, 52);
+        Vec y(B * T * C), lse(B * H * T);
+        attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+        std::vector<double> ry, rlse;
+        naive_attention(ry, rlse, q, k, v, B, T, C, H);
+        for (size_t i = 0; i < y.size(); i++) ASSERT_NEAR(y[i], ry[i], 1e-5 * (1.0 + std::fabs(ry[i]))) << i;
+        for (size_t i = 0; i < lse.size(); i++) ASSERT_NEAR(lse[i], rlse[i], 1e-5 * (1.0 + std::fabs(rlse[i]))) << i;
+    }
+}
+
+TEST(Attention, BackwardMatchesFiniteDifferences) {
+    for (const auto [B, T, C, H] : kAttnShapes) {
+        const int64_t n = B * T * C;
+        Vec q = randn(n, 53), k = randn(n, 54), v = randn(n, 55);
+        const Vec R = randn(n, 56);
+        auto loss = [&] {
+            Vec y(n), lse(B * H * T);
+            attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+            return weighted_sum(y, R);
+        };
+        Vec y(n), lse(B * H * T);
+        attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+        Vec dq(n, 3.0f), dk(n, 3.0f), dv(n, 3.0f);
+        attention_backward(dq.data(), false, dk.data(), false, dv.data(), false, R.data(), q.data(), k.data(),
+                           v.data(), y.data(), lse.data(), B, T, C, H);
+        const std::string tag = " (B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
+                                " H=" + std::to_string(H) + ")";
+        check_grad("dq" + tag, q, dq, loss);
+        check_grad("dk" + tag, k, dk, loss);
+        check_grad("dv" + tag, v, dv, loss);
+    }
+}
+
+TEST(Attention, AccFlagsAdd) {
+    const int64_t B = 2, T = 5, C = 6, H = 2, n = B * T * C;
+    const Vec q = randn(n, 57), k = randn(n, 58), v = randn(n, 59), dy = randn(n, 60);
+    Vec y(n), lse(B * H * T);
+    attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+    Vec gq(n), gk(n), gv(n);
+    attention_backward(gq.data(), false, gk.data(), false, gv.data(), false, dy.data(), q.data(), k.data(), v.data(),
+                       y.data(), lse.data(), B, T, C, H);
+    const Vec pq = randn(n, 61), pk = randn(n, 62), pv = randn(n, 63);
+    Vec aq = pq, ak = pk, av = pv;
+    attention_backward(aq.data(), true, ak.data(), true, av.data(), true, dy.data(), q.data(), k.data(), v.data(),
+                       y.data(), lse.data(), B, T, C, H);
+    expect_sum("dq", aq, pq, gq);
+    expect_sum("dk", ak, pk, gk);
+    expect_sum("dv", av, pv, gv);
+}
+
+TEST(Attention, CachedMatchesForward) {
+    // One sequence generated as a 3-token prompt followed by single tokens, through the KV cache,
+    // must reproduce the rows of a full forward pass over the same q, k, v.
+    const int64_t T = 7, C = 12, H = 3, ctx = 9;
+    const Vec q = randn(T * C, 64), k = randn(T * C, 65), v = randn(T * C, 66);
+    Vec y(T * C), lse(H * T);
+    attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), 1, T, C, H);
+
+    Vec k_cache(ctx * C, NAN), v_cache(ctx * C, NAN);  // rows past the current position are never read
+    Vec yc(T * C);
+    const std::vector<std::pair<int64_t, int64_t>> chunks = {{0, 3}, {3, 1}, {4, 1}, {5, 2}};  // (pos0, n)
+    for (const auto& [pos0, n] : chunks) {
+        kv_cache_write(k_cache.data(), v_cache.data(), k.data() + pos0 * C, v.data() + pos0 * C, n, C, pos0);
+        attention_cached(yc.data() + pos0 * C, q.data() + pos0 * C, k_cache.data(), v_cache.data(), n, C, H, pos0);
+    }
+    for (int64_t i = 0; i < T * C; i++) {
+        EXPECT_EQ(k_cache[i], k[i]);
+        EXPECT_EQ(v_cache[i], v[i]);
+        EXPECT_NEAR(yc[i], y[i], 1e-6f * (1.0f + std::fabs(y[i]))) << i;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GELU and add
+
+TEST(Gelu, ForwardValues) {
+    const Vec x = {-3.0f, -1.0f, 0.0f, 0.5f, 2.0f};
+    Vec y(x.size());
+    gelu_forward(y.data(), x.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); i++) {
+        const double e = 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
+        EXPECT_NEAR(y[i], e, 1e-6);
+    }
+}
+
+TEST(Gelu, BackwardMatchesFiniteDifferences) {
+    const int64_t n = 13;
+    Vec x = randn(n, 70, 2.0f);
+    const Vec R = randn(n, 71);
+    auto loss = [&] {
+        Vec y(n);
+        gelu_forward(y.data(), x.data(), n);
+        return weighted_sum(y, R);
+    };
+    Vec dx(n, 4.0f);
+    gelu_backward(dx.data(), false, R.data(), x.data(), n);
+    check_grad("dx", x, dx, loss);
+
+    const Vec prior = randn(n, 72);
+    Vec acc = prior;
+    gelu_backward(acc.data(), true, R.data(), x.data(), n);
+    expect_sum("dx acc", acc, prior, dx);
+}
+
+TEST(Add, BackwardMatchesFiniteDifferences) {
+    const int64_t n = 6;
+    const float alpha = -0.7f;
+    Vec a = randn(n, 73), b = randn(n, 74);
+    const Vec R = randn(n, 75);
+    auto loss = [&] {
+        Vec y(n);
+        add_forward(y.data(), a.data(), b.data(), alpha, n);
+        return weighted_sum(y, R);
+    };
+    Vec da(n, 2.0f), db(n, 2.0f);
+    add_backward(da.data(), false, db.data(), false, R.data(), alpha, n);
+    check_grad("da", a, da, loss);
+    check_grad("db", b, db, loss);
+
+    const Vec pa = randn(n, 76), pb = randn(n, 77);
+    Vec aa = pa, ab = pb;
+    add_backward(aa.data(), true, ab.data(), true, R.data(), alpha, n);
+    expect_sum("da acc", aa, pa, da);
+    expect_sum("db acc", ab, pb, db);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cross-entropy
+
+TEST(CrossEntropy, UniformLogitsGiveLogV) {
+    const int64_t M = 3, V = 11;
+    const Vec logits(M * V, 0.3f);
+    const std::vector<int32_t> targets = {0, 5, 10};
+    float loss = -1.0f;
+    Vec lse(M);
+    cross_entropy_forward(&loss, lse.data(), logits.data(), targets.data(), nullptr, M, V);
+    EXPECT_NEAR(loss, std::log(11.0), 1e-6);
+    for (float l : lse) EXPECT_NEAR(l, 0.3 + std::log(11.0), 1e-6);
+}
+
+TEST(CrossEntropy, LargeLogitsStayFinite) {
+    const int64_t M = 1, V = 3;
+    const Vec logits = {1000.0f, 0.0f, -1000.0f};
+    const std::vector<int32_t> targets = {1};
+    float loss = 0.0f;
+    cross_entropy_forward(&loss, nullptr, logits.data(), targets.data(), nullptr, M, V);
+    EXPECT_NEAR(loss, 1000.0f, 1e-3f);
+}
+
+TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
+    const int64_t M = 5, V = 7;
+    const std::vector<int32_t> targets = {2, 0, 6, 2, 3};
+    const Vec mask = {1.0f, 0.0f, 0.5f, 2.0f, 1.0f};
+    for (const float* m : {static_cast<const float*>(nullptr), mask.data()}) {
+        Vec logits = randn(M * V, 80, 2.0f);
+        auto loss = [&] {
+            float l = 0.0f;
+            cross_entropy_forward(&l, nullptr, logits.data(), targets.data(), m, M, V);
+            return static_cast<double>(l);
+        };
+        Vec lse(M);
+        float l = 0.0f;
+        cross_entropy_forward(&l, lse.data(), logits.data(), targets.data(), m, M, V);
+        // Reference loss in double.
+        double num = 0.0, den = 0.0;
+        for (int64_t i = 0; i < M; i++) {
+            double mx = -INFINITY, s = 0.0;
+            for (int64_t v = 0; v < V; v++) mx = std::max(mx, static_cast<double>(logits[i * V + v]));
+            for (int64_t v = 0; v < V; v++) s += std::exp(logits[i * V + v] - mx);
+            const double w = m ? m[i] : 1.0;
+            num += w * (mx + std::log(s) - logits[i * V + targets[i]]);
+            den += w;
+        }
+        EXPECT_NEAR(l, num / den, 1e-6 * (1.0 + std::fabs(num / den)));
+
+        Vec d(M * V, 6.0f);
+        cross_entropy_backward(d.data(), false, logits.data(), targets.data(), lse.data(), m, M, V);
+        check_grad(m ? "dlogits (mask)" : "dlogits", logits, d, loss);
+        if (m) {
+            for (int64_t v = 0; v < V; v++) EXPECT_EQ(d[1 * V + v], 0.0f);  // masked-out row
+        }
+
+        const Vec prior = randn(M * V, 81);
+        Vec acc = prior;
+        cross_entropy_backward(acc.data(), true, logits.data(), targets.data(), lse.data(), m, M, V);
+        expect_sum("dlogits acc", acc, prior, d);
+    }
+}
+
+TEST(CrossEntropy, AllMaskedGivesZero) {
+    const int64_t M = 2, V = 4;
+    const Vec logits = randn(M * V, 82);
+    const std::vector<int32_t> targets = {1, -1};  // a masked row's target is never read
+    const Vec mask(M, 0.0f);
+    float loss = 5.0f;
+    Vec lse(M);
+    cross_entropy_forward(&loss, lse.data(), logits.data(), targets.data(), mask.data(), M, V);
+    EXPECT_EQ(loss, 0.0f);
+    Vec d(M * V, 3.0f);
+    cross_entropy_backward(d.data(), false, logits.data(), targets.data(), lse.data(), mask.data(), M, V);
+    for (float g : d) EXPECT_EQ(g, 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AdamW
+
+TEST(AdamW, SumSquares) {
+    const Vec x = {1.0f, -2.0f, 0.5f, 3.0f};
+    EXPECT_DOUBLE_EQ(sum_squares(x.data(), 4), 1.0 + 4.0 + 0.25 + 9.0);
+    EXPECT_EQ(sum_squares(x.data(), 0), 0.0);
+}
+
+TEST(AdamW, TwoStepsMatchHandComputation) {
+    const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+    const double grads[2] = {0.2, -0.6};
+    const double scales[2] = {1.0, 0.5};  // the second step is "clipped"
+    float p = 0.5f, m = 0.0f, v = 0.0f;
+    double rp = 0.5, rm = 0.0, rv = 0.0;
+    for (int t = 1; t <= 2; t++) {
+        const float g = static_cast<float>(grads[t - 1]);
+        adamw_update(&p, &g, &m, &v, 1, static_cast<float>(lr), static_cast<float>(b1), static_cast<float>(b2),
+                     static_cast<float>(eps), static_cast<float>(wd), t, static_cast<float>(scales[t - 1]));
+        // The textbook update, in double.
+        const double gs = grads[t - 1] * scales[t - 1];
+        rm = b1 * rm + (1 - b1) * gs;
+        rv = b2 * rv + (1 - b2) * gs * gs;
+        const double mhat = rm / (1 - std::pow(b1, t)), vhat = rv / (1 - std::pow(b2, t));
+        rp -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * rp);
+        EXPECT_NEAR(m, rm, 1e-6) << "step " << t;
+        EXPECT_NEAR(v, rv, 1e-6) << "step " << t;
+        EXPECT_NEAR(p, rp, 1e-6) << "step " << t;
+    }
+}
