@@ -8,5 +8,7 @@ void add_train(CLI::App& app);
 void add_sample(CLI::App& app);
 void add_eval(CLI::App& app);
 void add_info(CLI::App& app);
+void add_bench(CLI::App& app);
+void add_export(CLI::App& app);  // init, program
 
 }  // namespace ptl::cli

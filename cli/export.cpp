@@ -1,0 +1,105 @@
+// ptl init / ptl program: what another executor (the WebGPU backend, a test harness) needs to
+// run the engine's model without knowing it: freshly initialised weights and the programs.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "engine/error.h"
+#include "engine/trainer.h"
+
+namespace ptl::cli {
+
+namespace {
+
+struct ModelArgs {
+  std::string preset = "tiny", checkpoint, out, program = "train";
+  int batch = 0, seq = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
+  uint64_t seed = 1337;
+};
+
+ModelConfig model_from(const ModelArgs& a, int* batch) {
+  ModelConfig mc;
+  if (!a.checkpoint.empty()) {
+    auto bytes = read_file_bytes(a.checkpoint);
+    mc = inspect_checkpoint(decode_safetensors(bytes.data(), bytes.size(), a.checkpoint), a.checkpoint).model;
+    if (!*batch) *batch = 1;
+  } else {
+    const Preset& p = find_preset(a.preset);
+    mc = p.model;
+    if (!*batch) *batch = p.batch;
+  }
+  if (a.layers) mc.n_layers = a.layers;
+  if (a.d_model) mc.d_model = a.d_model;
+  if (a.heads) mc.n_heads = a.heads;
+  if (a.ctx) mc.ctx = a.ctx;
+  mc.validate();
+  return mc;
+}
+
+void add_model_options(CLI::App* cmd, ModelArgs& a) {
+  cmd->add_option("--preset", a.preset, "Model preset")->capture_default_str();
+  cmd->add_option("--batch", a.batch, "Batch size (default: the preset's)");
+  cmd->add_option("--layers", a.layers, "Override the number of layers");
+  cmd->add_option("--d-model", a.d_model, "Override the width");
+  cmd->add_option("--heads", a.heads, "Override the number of heads");
+  cmd->add_option("--ctx", a.ctx, "Override the context length");
+}
+
+void run_init(const ModelArgs& a) {
+  int batch = a.batch;
+  ModelConfig mc = model_from(a, &batch);
+  TrainConfig tc;
+  tc.batch = batch;
+  tc.seed = a.seed;
+  Trainer t(mc, tc);
+  write_file_atomic(a.out, t.save_checkpoint(false));
+  std::printf("wrote %s: %lld parameters, seed %llu\n", a.out.c_str(), (long long)mc.param_count(),
+              (unsigned long long)a.seed);
+}
+
+void run_program(const ModelArgs& a) {
+  int batch = a.batch;
+  ModelConfig mc = model_from(a, &batch);
+  BuildOptions opt;
+  opt.batch = batch;
+  opt.seq = a.seq;
+  Program p;
+  if (a.program == "train") p = build_train_program(mc, opt, TrainConfig{});
+  else if (a.program == "eval") p = build_eval_program(mc, opt);
+  else if (a.program == "forward") p = build_forward_program(mc, opt);
+  else p = build_generate_program(mc);
+  nlohmann::json j = p.to_json();
+  j["model_config"] = mc.to_json();
+  const std::string text = j.dump(1);
+  if (a.out.empty() || a.out == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+  } else {
+    write_file_atomic(a.out, std::vector<uint8_t>(text.begin(), text.end()));
+    std::fprintf(stderr, "wrote %s: %zu tensors, %zu ops\n", a.out.c_str(), p.tensors.size(), p.ops.size());
+  }
+}
+
+}  // namespace
+
+void add_export(CLI::App& app) {
+  auto a = std::make_shared<ModelArgs>();
+  CLI::App* init = app.add_subcommand("init", "Write a freshly initialised (untrained) checkpoint");
+  add_model_options(init, *a);
+  init->add_option("--seed", a->seed, "Seed of the initial weights")->capture_default_str();
+  init->add_option("--out", a->out, "Checkpoint to write")->required();
+  init->callback([a]() { run_init(*a); });
+
+  auto b = std::make_shared<ModelArgs>();
+  CLI::App* prog = app.add_subcommand("program", "Print a model's program (tensors and ops) as JSON for other executors");
+  add_model_options(prog, *b);
+  prog->add_option("checkpoint", b->checkpoint, "Take the model config from this checkpoint instead of --preset");
+  prog->add_option("--program", b->program, "Which program")
+      ->check(CLI::IsMember({"train", "eval", "forward", "generate"}))->capture_default_str();
+  prog->add_option("--seq", b->seq, "Tokens per row (default: the context)");
+  prog->add_option("--out", b->out, "File to write (default: stdout)");
+  prog->callback([b]() { run_program(*b); });
+}
+
+}  // namespace ptl::cli
