@@ -10,15 +10,21 @@ namespace ptl::cli {
 namespace {
 
 struct EvalArgs {
-  std::string checkpoint, data;
+  std::string checkpoint, adapter, data;
   bool json = false;
 };
 
 void run_eval(const EvalArgs& a) {
   auto trainer = Trainer::from_checkpoint(read_file_bytes(a.checkpoint), a.checkpoint);
+  if (!a.adapter.empty()) trainer->load_adapter(read_file_bytes(a.adapter), a.adapter);
   EvalResult r;
   std::string what;
-  if (!a.data.empty()) {
+  if (a.data.ends_with(".jsonl")) {
+    // SFT examples: the loss of the replies only (the mask of training), every example once.
+    SftData d(read_sft_file(a.data), trainer->model_config().ctx, 0.0, a.data);
+    r = trainer->evaluate_batches(d.all_batches(trainer->train_config().batch));
+    what = a.data + " (reply bytes only)";
+  } else if (!a.data.empty()) {
     // The whole file, every byte after the first predicted once.
     r = trainer->evaluate_text(read_text_file(a.data));
     what = a.data;
@@ -45,7 +51,10 @@ void add_eval(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint: loss, perplexity, bits per byte");
   cmd->add_option("checkpoint", a->checkpoint, "Checkpoint (.tinygpt or .safetensors)")->required();
-  cmd->add_option("--data", a->data, "Text file to evaluate in full (default: the training corpus's validation split)");
+  cmd->add_option("--adapter", a->adapter, "LoRA adapter (.tinygpt-lora) trained on this checkpoint");
+  cmd->add_option("--data", a->data,
+                  "Text file to evaluate in full, or SFT examples (.jsonl: loss of the replies) "
+                  "(default: the training corpus's validation split)");
   cmd->add_flag("--json", a->json, "Print one JSON object {loss, perplexity, bits_per_byte, tokens}");
   cmd->callback([a]() { run_eval(*a); });
 }

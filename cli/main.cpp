@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   ptl::cli::add_sample(app);
   ptl::cli::add_eval(app);
   ptl::cli::add_info(app);
+  ptl::cli::add_lora(app);
+  ptl::cli::add_sft(app);
   ptl::cli::add_bench(app);
   ptl::cli::add_export(app);
   try {

@@ -11,7 +11,7 @@ namespace ptl::cli {
 namespace {
 
 struct SampleArgs {
-  std::string checkpoint, prompt;
+  std::string checkpoint, adapter, prompt;
   int max_tokens = 200;
   SamplingOptions opt;
   bool raw = false;
@@ -53,6 +53,7 @@ class Utf8Stream {
 
 void run_sample(const SampleArgs& a) {
   auto trainer = Trainer::from_checkpoint(read_file_bytes(a.checkpoint), a.checkpoint);
+  if (!a.adapter.empty()) trainer->load_adapter(read_file_bytes(a.adapter), a.adapter);
   Utf8Stream out(a.raw);
   for (unsigned char c : a.prompt) out.put(c);
   out.flush();
@@ -81,6 +82,7 @@ void add_sample(CLI::App& app) {
   auto a = std::make_shared<SampleArgs>();
   CLI::App* cmd = app.add_subcommand("sample", "Generate text from a checkpoint (streams to stdout)");
   cmd->add_option("checkpoint", a->checkpoint, "Checkpoint (.tinygpt or .safetensors)")->required();
+  cmd->add_option("--adapter", a->adapter, "LoRA adapter (.tinygpt-lora) trained on this checkpoint");
   cmd->add_option("--prompt", a->prompt, "Text to continue (default: start of a new line)");
   cmd->add_option("--max-tokens", a->max_tokens, "Bytes to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--temperature", a->opt.temperature, "0 = greedy; higher = more random")->capture_default_str();

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "engine/backends/cpu/thread_pool.h"
 #include "engine/error.h"
 #include "engine/trainer.h"
 
@@ -202,7 +203,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--d-model", a->d_model, "Override the preset's width");
   cmd->add_option("--heads", a->heads, "Override the preset's number of heads");
   cmd->add_option("--ctx", a->ctx, "Override the preset's context length");
-  cmd->callback([a, cmd]() { run_train(*a, *cmd); });
+  auto threads = std::make_shared<int>(0);
+  cmd->add_option("--threads", *threads, "CPU threads (default: $PTL_THREADS, else all cores)");
+  cmd->callback([a, cmd, threads]() { if (*threads > 0) cpu::set_num_threads(*threads); run_train(*a, *cmd); });
 }
 
 }  // namespace ptl::cli

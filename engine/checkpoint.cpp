@@ -1,6 +1,7 @@
 #include "engine/checkpoint.h"
 
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -30,6 +31,9 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& what) {
   auto fmt = f.metadata.find("format");
+  check(fmt == f.metadata.end() || fmt->second != "tinygpt-lora",
+        what + ": this is a LoRA adapter, not a model checkpoint (apply it to its base model as an adapter; "
+               "`ptl lora info` describes it)");
   check(fmt != f.metadata.end() && fmt->second == "tinygpt",
         what + ": not a tinygpt checkpoint (its safetensors metadata has no format \"tinygpt\")");
   auto ver = f.metadata.find("format_version");
@@ -115,7 +119,8 @@ std::string history_to_json(const std::vector<LossPoint>& history) {
 }
 
 // SHA-256 (FIPS 180-4), used to tie a LoRA adapter to the exact base checkpoint it was trained on.
-std::string sha256_hex(const std::vector<uint8_t>& msg) {
+// Streams over the bytes (no copy of the message), so hashing a large checkpoint costs one pass.
+std::string sha256_hex(const uint8_t* msg, size_t size) {
   static const uint32_t k[64] = {
       0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
       0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
@@ -127,16 +132,10 @@ std::string sha256_hex(const std::vector<uint8_t>& msg) {
       0xc67178f2};
   uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   auto rotr = [](uint32_t x, int n) { return (x >> n) | (x << (32 - n)); };
-  std::vector<uint8_t> m = msg;
-  const uint64_t bits = uint64_t(msg.size()) * 8;
-  m.push_back(0x80);
-  while (m.size() % 64 != 56) m.push_back(0);
-  for (int i = 7; i >= 0; --i) m.push_back(uint8_t(bits >> (8 * i)));
-  for (size_t off = 0; off < m.size(); off += 64) {
+  auto block = [&](const uint8_t* m) {
     uint32_t w[64];
     for (int i = 0; i < 16; ++i)
-      w[i] = uint32_t(m[off + 4 * i]) << 24 | uint32_t(m[off + 4 * i + 1]) << 16 | uint32_t(m[off + 4 * i + 2]) << 8 |
-             m[off + 4 * i + 3];
+      w[i] = uint32_t(m[4 * i]) << 24 | uint32_t(m[4 * i + 1]) << 16 | uint32_t(m[4 * i + 2]) << 8 | m[4 * i + 3];
     for (int i = 16; i < 64; ++i) {
       uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
       uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -149,10 +148,23 @@ std::string sha256_hex(const std::vector<uint8_t>& msg) {
       hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
     }
     h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
-  }
+  };
+  const size_t full = size / 64 * 64;
+  for (size_t off = 0; off < full; off += 64) block(msg + off);
+  // The tail: the last partial block, the 0x80 byte, zeros, and the message length in bits.
+  uint8_t tail[128] = {};
+  const size_t rest = size - full;
+  if (rest) std::memcpy(tail, msg + full, rest);
+  tail[rest] = 0x80;
+  const size_t tail_len = rest + 1 + 8 <= 64 ? 64 : 128;
+  const uint64_t bits = uint64_t(size) * 8;
+  for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = uint8_t(bits >> (8 * i));
+  for (size_t off = 0; off < tail_len; off += 64) block(tail + off);
   char out[65];
   for (int i = 0; i < 8; ++i) std::snprintf(out + 8 * i, 9, "%08x", h[i]);
   return std::string(out, 64);
 }
+
+std::string sha256_hex(const std::vector<uint8_t>& bytes) { return sha256_hex(bytes.data(), bytes.size()); }
 
 }  // namespace ptl

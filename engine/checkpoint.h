@@ -46,5 +46,6 @@ CheckpointContents inspect_checkpoint(const SafeTensors& file, const std::string
 
 std::string history_to_json(const std::vector<LossPoint>&);
 std::string sha256_hex(const std::vector<uint8_t>& bytes);
+std::string sha256_hex(const uint8_t* bytes, size_t size);
 
 }  // namespace ptl

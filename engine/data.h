@@ -18,6 +18,7 @@ std::string printable_utf8(const std::string& bytes);
 struct Batch {
   int batch = 0, seq = 0;
   std::vector<int32_t> inputs, targets;  // [batch, seq], targets are inputs shifted by one byte
+  std::vector<float> mask = {};          // [batch, seq] loss weights (SFT); empty = every position counts
 };
 
 class Corpus {

@@ -1,5 +1,6 @@
 #include "engine/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -40,8 +41,13 @@ void Trainer::load_checkpoint(const std::vector<uint8_t>& bytes, const std::stri
   if (!c.train) state_.data_rng = rng_for(train_.seed, "data");
   history_ = c.history;
   store_ = std::move(store);
+  lora_ = LoraConfig{};
+  base_sha256_ = sha256_hex(bytes);
+  auto merged = file.metadata.find("lora_merged");
+  lora_merged_ = merged == file.metadata.end() ? "" : merged->second;
   drop_programs();
   if (corpus_ && corpus_->ctx() != model_.ctx) corpus_.reset();
+  if (sft_ && sft_->ctx() != model_.ctx) sft_.reset();
 }
 
 std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
@@ -59,6 +65,7 @@ std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
   std::vector<LossPoint> tail(history_.end() - std::min<size_t>(history_.size(), 200), history_.end());
   f.metadata["loss_history"] = history_to_json(tail);
   f.metadata["created_by"] = kVersionString;
+  if (!lora_merged_.empty()) f.metadata["lora_merged"] = lora_merged_;
   const auto params = parameter_list(model_);
   for (const auto& t : params) f.add(t.name, DType::f32, t.shape, store_.find(t.name));
   if (with_optimizer && store_.find("optim.m." + params[0].name)) {
@@ -88,23 +95,28 @@ cpu::Executor& Trainer::train_executor() {
   if (!train_exec_) {
     BuildOptions opt;
     opt.batch = train_.batch;
+    opt.loss_mask = train_masked_;
+    opt.lora = lora_;
     train_exec_ = std::make_unique<cpu::Executor>(build_train_program(model_, opt, train_), store_);
   }
   return *train_exec_;
 }
 
-cpu::Executor& Trainer::eval_executor(int batch, int seq) {
-  auto& e = eval_execs_[{batch, seq}];
+cpu::Executor& Trainer::eval_executor(int batch, int seq, bool masked) {
+  auto& e = eval_execs_[{batch, seq, masked}];
   if (!e) {
     BuildOptions opt;
     opt.batch = batch;
     opt.seq = seq;
+    opt.loss_mask = masked;
+    opt.lora = lora_;
     e = std::make_unique<cpu::Executor>(build_eval_program(model_, opt), store_);
   }
   return *e;
 }
 
 StepResult Trainer::train_step() {
+  if (sft_) return train_step(sft_->sample_train(state_.data_rng, train_.batch));
   check(corpus_ != nullptr, "no corpus set: call set_corpus before training");
   Batch b = corpus_->sample_train(state_.data_rng, train_.batch);
   return train_step(b);
@@ -113,10 +125,22 @@ StepResult Trainer::train_step() {
 StepResult Trainer::train_step(const Batch& batch) {
   check(batch.batch == train_.batch && batch.seq == model_.ctx,
         "batch shape [" + std::to_string(batch.batch) + ", " + std::to_string(batch.seq) + "] does not match the training program");
+  check(batch.mask.empty() || batch.mask.size() == batch.inputs.size(), "batch mask does not match its tokens");
   auto t0 = std::chrono::steady_clock::now();
+  if (!batch.mask.empty() && !train_masked_) {
+    // The first masked batch: rebuild the training program with a loss_mask input (it stays;
+    // an unmasked batch then runs with a mask of ones, which gives bitwise the same numbers).
+    train_masked_ = true;
+    train_exec_.reset();
+  }
   cpu::Executor& ex = train_executor();
   std::memcpy(ex.i32("tokens"), batch.inputs.data(), batch.inputs.size() * 4);
   std::memcpy(ex.i32("targets"), batch.targets.data(), batch.targets.size() * 4);
+  if (train_masked_) {
+    float* m = ex.f32("loss_mask");
+    if (batch.mask.empty()) std::fill(m, m + batch.inputs.size(), 1.0f);
+    else std::memcpy(m, batch.mask.data(), batch.mask.size() * 4);
+  }
   const double lr = train_.lr_at(state_.step);
   float* hp = ex.f32("optim.hparams");
   hp[0] = float(lr);
@@ -136,9 +160,11 @@ StepResult Trainer::train_step(const Batch& batch) {
 const float* Trainer::gradient(const std::string& name) { return train_executor().f32("grad." + name); }
 
 double Trainer::batch_loss(const Batch& batch) {
-  cpu::Executor& ex = eval_executor(batch.batch, batch.seq);
+  check(batch.mask.empty() || batch.mask.size() == batch.inputs.size(), "batch mask does not match its tokens");
+  cpu::Executor& ex = eval_executor(batch.batch, batch.seq, !batch.mask.empty());
   std::memcpy(ex.i32("tokens"), batch.inputs.data(), batch.inputs.size() * 4);
   std::memcpy(ex.i32("targets"), batch.targets.data(), batch.targets.size() * 4);
+  if (!batch.mask.empty()) std::memcpy(ex.f32("loss_mask"), batch.mask.data(), batch.mask.size() * 4);
   ex.run();
   last_eval_ = &ex;
   return ex.f32("loss")[0];
@@ -150,6 +176,10 @@ const float* Trainer::logits() {
 }
 
 EvalResult Trainer::validation_loss() {
+  if (sft_) {
+    check(sft_->has_val(), "no validation examples to evaluate");
+    return evaluate_batches(sft_->val_batches(train_.batch));
+  }
   check(corpus_ != nullptr && corpus_->has_val(), "no validation split to evaluate");
   const auto batches = corpus_->val_batches(train_.batch, train_.eval_batches);
   EvalResult r;
@@ -171,11 +201,145 @@ EvalResult Trainer::evaluate_text(const std::string& bytes) {
   return r;
 }
 
+EvalResult Trainer::evaluate_batches(const std::vector<Batch>& batches) {
+  check(!batches.empty(), "nothing to evaluate");
+  double sum = 0, weight = 0;
+  for (const auto& b : batches) {
+    double w = double(b.batch) * b.seq;
+    if (!b.mask.empty()) {
+      w = 0;
+      for (float m : b.mask) w += m;
+    }
+    if (w == 0) continue;
+    sum += batch_loss(b) * w;
+    weight += w;
+  }
+  check(weight > 0, "nothing to evaluate: every position is masked out");
+  EvalResult r;
+  r.loss = sum / weight;
+  r.tokens = int64_t(weight);
+  return r;
+}
+
+// --- Post-training --------------------------------------------------------------------------------
+
+void Trainer::start_finetune(const TrainConfig& train) {
+  train.validate();
+  train_ = train;
+  state_ = TrainState();  // () not {}: clang rejects {} (Rng's default constructor is explicit)
+  state_.data_rng = rng_for(train_.seed, "data");
+  history_.clear();
+  store_.erase_prefix("optim.");
+  drop_programs();
+}
+
+void Trainer::erase_adapters() {
+  // Exact names as prefixes: "blocks.1.attn.q_proj.lora_A" is a prefix of no other tensor.
+  for (const auto& t : adapter_tensors(model_, lora_)) {
+    store_.erase_prefix(t.name);
+    store_.erase_prefix("optim.m." + t.name);
+    store_.erase_prefix("optim.v." + t.name);
+  }
+}
+
+void Trainer::enable_lora(const LoraConfig& lora, uint64_t seed) {
+  validate_lora(lora);
+  const auto tensors = adapter_tensors(model_, lora);  // throws when the rank is larger than a layer
+  drop_programs();
+  if (lora_.enabled()) erase_adapters();
+  // The base is frozen from now on: its AdamW moments are of no use.
+  store_.erase_prefix("optim.");
+  for (const auto& t : tensors) init_parameter(model_, t, seed, store_.get_or_create(t));
+  lora_ = lora;
+}
+
+void Trainer::disable_lora() {
+  if (!lora_.enabled()) return;
+  drop_programs();
+  erase_adapters();
+  lora_ = LoraConfig{};
+}
+
+std::vector<uint8_t> Trainer::save_adapter() const {
+  check(lora_.enabled(), "no LoRA adapters to save");
+  check(!base_sha256_.empty(), "the base model's checkpoint sha256 is unknown: load the base from a checkpoint file "
+                               "(or set its sha256) before saving an adapter");
+  SafeTensors f;
+  f.metadata["format"] = kAdapterFormat;
+  f.metadata["format_version"] = std::to_string(kAdapterVersion);
+  f.metadata["base_sha256"] = base_sha256_;
+  f.metadata["model_config"] = model_.to_json().dump();
+  f.metadata["tokenizer"] = R"({"type":"byte","vocab_size":256})";
+  f.metadata["lora_config"] = lora_to_json(lora_).dump();
+  f.metadata["train_config"] = train_.to_json().dump();
+  f.metadata["train_state"] = nlohmann::json{{"step", state_.step},
+                                             {"tokens_seen", state_.tokens_seen},
+                                             {"elapsed_seconds", state_.elapsed_seconds}}.dump();
+  std::vector<LossPoint> tail(history_.end() - std::min<size_t>(history_.size(), 200), history_.end());
+  f.metadata["loss_history"] = history_to_json(tail);
+  f.metadata["created_by"] = kVersionString;
+  for (const auto& t : adapter_tensors(model_, lora_)) f.add(t.name, DType::f32, t.shape, store_.find(t.name));
+  return encode_safetensors(f);
+}
+
+void Trainer::load_adapter(const std::vector<uint8_t>& bytes, const std::string& what) {
+  SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), what);
+  AdapterContents c = inspect_adapter(f, what);
+  check(c.base_model == model_, what + ": the adapter was trained on a base model with config " +
+                                    c.base_model.to_json().dump() + ", but this base is " + model_.to_json().dump());
+  check(!base_sha256_.empty(), what + ": cannot check the adapter against this base: the base was not loaded from a "
+                                      "checkpoint file (its sha256 is unknown)");
+  check(c.base_sha256 == base_sha256_, what + ": the adapter was trained on a different base checkpoint (its base has "
+                                             "sha256 " + c.base_sha256.substr(0, 16) + "..., this base " +
+                                             base_sha256_.substr(0, 16) + "...)");
+  drop_programs();
+  if (lora_.enabled()) erase_adapters();
+  store_.erase_prefix("optim.");
+  for (const auto& t : adapter_tensors(model_, c.lora)) {
+    const StoredTensor* s = f.find(t.name);
+    std::memcpy(store_.get_or_create(t), s->data.data(), s->data.size());
+  }
+  lora_ = c.lora;
+}
+
+void Trainer::merge_lora() {
+  check(lora_.enabled(), "no LoRA adapters to merge");
+  const double scale = lora_.alpha / lora_.rank;
+  const int64_t r = lora_.rank;
+  for (const auto& t : adapter_tensors(model_, lora_)) {
+    if (!t.name.ends_with(".lora_A")) continue;
+    const std::string prefix = t.name.substr(0, t.name.size() - 7);
+    const float* A = store_.find(prefix + ".lora_A");  // [r, in]
+    const float* B = store_.find(prefix + ".lora_B");  // [out, r]
+    float* W = store_.find(prefix + ".weight");        // [out, in]
+    const int64_t in = t.shape[1], out = store_.numel(prefix + ".bias");
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i) {
+        double s = 0;
+        for (int64_t k = 0; k < r; ++k) s += double(B[o * r + k]) * double(A[k * in + i]);
+        W[o * in + i] = float(double(W[o * in + i]) + scale * s);
+      }
+  }
+  lora_merged_ = nlohmann::json{{"lora_config", lora_to_json(lora_)}, {"base_sha256", base_sha256_}}.dump();
+  disable_lora();
+  base_sha256_.clear();  // the weights are no longer those of the base file
+}
+
+void Trainer::set_sft_data(std::unique_ptr<SftData> data) {
+  check(data == nullptr || data->ctx() == model_.ctx, "SFT data was packed for a different context length");
+  sft_ = std::move(data);
+}
+
+SftData& Trainer::sft_data() {
+  check(sft_ != nullptr, "no SFT data set");
+  return *sft_;
+}
+
 std::vector<int32_t> Trainer::generate(const std::vector<int32_t>& prompt, int max_tokens, const SamplingOptions& opt,
                                        const std::function<bool(int32_t)>& on_token) {
   check(max_tokens >= 0, "max tokens must not be negative");
   for (int32_t t : prompt) check(t >= 0 && t < model_.vocab_size, "prompt token outside the vocabulary");
-  if (!generate_exec_) generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_), store_);
+  if (!generate_exec_) generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_), store_);
   cpu::Executor& dec = *generate_exec_;
   Sampler sampler(opt);
   const int V = model_.vocab_size, ctx = model_.ctx;

@@ -6,14 +6,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/backends/cpu/cpu_backend.h"
 #include "engine/checkpoint.h"
 #include "engine/config.h"
 #include "engine/data.h"
+#include "engine/lora.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "engine/sft.h"
 
 namespace ptl {
 
@@ -47,12 +50,43 @@ class Trainer {
   bool has_corpus() const { return corpus_ != nullptr; }
   const Corpus& corpus() const;
 
-  StepResult train_step();                    // draws the next batch from the corpus
-  StepResult train_step(const Batch& batch);  // on a given batch (tests, parity)
+  StepResult train_step();                    // draws the next batch from the SFT data or the corpus
+  StepResult train_step(const Batch& batch);  // on a given batch (tests, parity); batch.mask = SFT loss mask
   double batch_loss(const Batch& batch);      // evaluation program; logits() then holds its logits
   const float* logits();                      // [B*T, V] of the last batch_loss
-  EvalResult validation_loss();               // the fixed validation windows
+  EvalResult validation_loss();               // the fixed validation windows (or the SFT validation examples)
   EvalResult evaluate_text(const std::string& bytes);  // every byte of a text, window by window
+  // Mean loss over batches, each position weighted by its mask (1 where a batch has no mask).
+  EvalResult evaluate_batches(const std::vector<Batch>& batches);
+
+  // --- Post-training (docs/post-training.md) ---
+  // Begin a fine-tuning run on the current weights: `train` replaces the train config, and the
+  // step count, history, data order and optimizer moments start afresh. Weights and adapters stay.
+  void start_finetune(const TrainConfig& train);
+  // Add LoRA adapters (A Kaiming-uniform from `seed`, B zero, so the outputs do not change) and
+  // freeze the base: training updates only the adapters (the base gets no gradient buffers and no
+  // AdamW moments); evaluation and generation include them. Throws on a bad config (unknown
+  // target, rank larger than a layer) without changing anything.
+  void enable_lora(const LoraConfig& lora, uint64_t seed);
+  void disable_lora();  // drop the adapters and their moments: the base model again
+  bool lora_enabled() const { return lora_.enabled(); }
+  const LoraConfig& lora_config() const { return lora_; }
+  // sha256 of the checkpoint file this model was loaded from (set by from_checkpoint and
+  // load_checkpoint; empty for a model made in memory). Adapters record it and are checked against it.
+  const std::string& base_sha256() const { return base_sha256_; }
+  void set_base_sha256(const std::string& sha) { base_sha256_ = sha; }
+  // The current adapters as a safetensors file of format "tinygpt-lora".
+  std::vector<uint8_t> save_adapter() const;
+  // Adapters trained on this base (same model config and base sha256; throws otherwise, leaving
+  // the trainer as it was). Replaces any adapters present.
+  void load_adapter(const std::vector<uint8_t>& bytes, const std::string& what);
+  // Fold the adapters into the base weights, W += (alpha / r) B A, and drop them.
+  void merge_lora();
+
+  // SFT: train_step() and validation_loss() use these packed, masked examples instead of the corpus.
+  void set_sft_data(std::unique_ptr<SftData> data);
+  bool has_sft_data() const { return sft_ != nullptr; }
+  SftData& sft_data();
 
   // Generation: streams each new token to `on_token` (return false to stop early).
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, int max_tokens, const SamplingOptions& opt,
@@ -71,8 +105,9 @@ class Trainer {
 
  private:
   Trainer() = default;
-  cpu::Executor& eval_executor(int batch, int seq);
+  cpu::Executor& eval_executor(int batch, int seq, bool masked = false);
   void drop_programs();
+  void erase_adapters();
 
   ModelConfig model_;
   TrainConfig train_;
@@ -80,8 +115,13 @@ class Trainer {
   std::vector<LossPoint> history_;
   cpu::TensorStore store_;
   std::unique_ptr<Corpus> corpus_;
+  std::unique_ptr<SftData> sft_;
+  LoraConfig lora_;                // rank 0: no adapters
+  std::string base_sha256_;
+  std::string lora_merged_;        // metadata "lora_merged" of a model with adapters folded in
+  bool train_masked_ = false;      // the training program has a loss_mask input
   std::unique_ptr<cpu::Executor> train_exec_, generate_exec_;
-  std::map<std::pair<int, int>, std::unique_ptr<cpu::Executor>> eval_execs_;
+  std::map<std::tuple<int, int, bool>, std::unique_ptr<cpu::Executor>> eval_execs_;
   cpu::Executor* last_eval_ = nullptr;
 };
 

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build libgtest-dev libcli11-dev nlohmann-json3-dev
-          python3-torch python3-numpy python3-pytest libopenblas0-pthread)
+          python3-torch python3-numpy python3-pytest libopenblas0-pthread
+          emscripten chromium libvulkan1)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,6 +17,11 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+command -v node >/dev/null || { echo "setup: Node.js 20 is needed (node not found)" >&2; exit 1; }
+# npm packages of the TypeScript engine wrapper and of the WebGPU backend (versions locked).
+[[ web/node_modules/.package-lock.json -nt web/package-lock.json ]] || npm --prefix web ci --no-audit --no-fund
+[[ web/webgpu/node_modules/.package-lock.json -nt web/webgpu/package-lock.json ]] || npm --prefix web/webgpu ci --no-audit --no-fund
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test: the C++ suite (GoogleTest through CTest) and the PyTorch parity suite.
+# Every test: the C++ suite (GoogleTest through CTest), the PyTorch parity suite, the
+# WebAssembly build in Node, and the WebGPU backend in Node on SwiftShader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,3 +9,7 @@ ctest --test-dir build --output-on-failure -j "$(nproc)"
 echo "== PyTorch reference and parity tests (pytest)"
 # Debian's torch lives in /usr/bin/python3, not in whatever python3 comes first on PATH.
 /usr/bin/python3 -m pytest tests/python -q
+echo "== WebAssembly engine (SIMD + threads) against native, in Node"
+PTL_NATIVE_BIN="$PWD/build/ptl" tests/wasm/run.sh simd-threads
+echo "== WebGPU backend against the CPU engine, in Node on SwiftShader"
+PTL_BUILD_DIR="$PWD/build" npm --prefix web/webgpu test

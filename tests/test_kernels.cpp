@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/kernels.h"
+#include "engine/backends/cpu/simd.h"
 
 using namespace ptl::cpu;
 
@@ -519,5 +521,146 @@ TEST(AdamW, TwoStepsMatchHandComputation) {
         EXPECT_NEAR(m, rm, 1e-6) << "step " << t;
         EXPECT_NEAR(v, rv, 1e-6) << "step " << t;
         EXPECT_NEAR(p, rp, 1e-6) << "step " << t;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIMD paths against scalar references. The vector kernels process kW floats at a time and
+// the matrix kernel kRows x kCols tiles (see simd.h and gemm.h); the sizes below are chosen
+// around those widths (below one vector, one more than a multiple, ragged) so that every path,
+// full vectors, tails and partial tiles, is compared with plain scalar code.
+
+namespace {
+std::vector<int64_t> ragged_sizes() {
+    const int64_t w = simd::kW, r = gemm::kRows, c = gemm::kCols;
+    return {1, 2, w - 1, w, w + 1, 2 * w + 3, r - 1, r + 1, c - 1, c + 1, 2 * c + 5};
+}
+}  // namespace
+
+TEST(Simd, ExpAndErfMatchLibm) {
+    for (float x = -90.0f; x <= 88.0f; x += 0.0173f) {
+        const double e = std::exp(static_cast<double>(x));
+        const float got = simd::exp1(x);
+        if (e < 1.2e-38) {  // below the normal range: flushed to zero or a tiny number is fine
+            EXPECT_LE(got, 1.2e-38f) << x;
+            continue;
+        }
+        EXPECT_NEAR(got, e, 3e-7 * e) << "exp(" << x << ")";
+    }
+    EXPECT_LE(simd::exp1(-INFINITY), 1.2e-38f);  // masked scores: (nearly) zero, never NaN
+    for (float x = -6.0f; x <= 6.0f; x += 0.001f) EXPECT_NEAR(simd::erf1(x), std::erf(static_cast<double>(x)), 5e-7) << x;  // formula 1.5e-7 + float rounding
+}
+
+TEST(Simd, GeluMatchesScalarReference) {
+    for (int64_t n : ragged_sizes()) {
+        const Vec x = randn(n, 200, 2.5f), dy = randn(n, 201);
+        Vec y(n), dx(n);
+        gelu_forward(y.data(), x.data(), n);
+        gelu_backward(dx.data(), false, dy.data(), x.data(), n);
+        for (int64_t i = 0; i < n; i++) {
+            const double xi = x[i], cdf = 0.5 * (1.0 + std::erf(xi / std::sqrt(2.0)));
+            const double pdf = std::exp(-0.5 * xi * xi) / std::sqrt(2.0 * M_PI);
+            ASSERT_NEAR(y[i], xi * cdf, 1e-6 * (1.0 + std::fabs(xi))) << "n=" << n << " i=" << i;
+            ASSERT_NEAR(dx[i], dy[i] * (cdf + xi * pdf), 1e-6 * (1.0 + std::fabs(dy[i] * xi))) << "n=" << n << " i=" << i;
+        }
+    }
+}
+
+TEST(Simd, LinearMatchesScalarReferenceOnRaggedShapes) {
+    const auto sizes = ragged_sizes();
+    int cases = 0;
+    for (size_t a = 0; a < sizes.size(); a++)
+        for (size_t b = 0; b < sizes.size(); b++) {
+            const int64_t M = sizes[a], N = sizes[b], K = sizes[(a + 2 * b) % sizes.size()];
+            const Vec x = randn(M * K, 210), W = randn(N * K, 211), bias = randn(N, 212), dy = randn(M * N, 213);
+            Vec y(M * N), dx(M * K), dW(N * K), db(N);
+            linear_forward(y.data(), x.data(), W.data(), bias.data(), M, N, K);
+            linear_backward(dx.data(), false, dW.data(), false, db.data(), false, dy.data(), x.data(), W.data(), M, N, K);
+            const std::string tag = "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K);
+            auto tol = [](double s, int64_t terms) { return 2e-6 * (1.0 + std::fabs(s)) * std::sqrt(double(terms)); };
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < N; n++) {
+                    double s = bias[n];
+                    for (int64_t k = 0; k < K; k++) s += static_cast<double>(x[m * K + k]) * W[n * K + k];
+                    ASSERT_NEAR(y[m * N + n], s, tol(s, K)) << "y " << tag;
+                }
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t k = 0; k < K; k++) {
+                    double s = 0.0;
+                    for (int64_t n = 0; n < N; n++) s += static_cast<double>(dy[m * N + n]) * W[n * K + k];
+                    ASSERT_NEAR(dx[m * K + k], s, tol(s, N)) << "dx " << tag;
+                }
+            for (int64_t n = 0; n < N; n++) {
+                double sb = 0.0;
+                for (int64_t m = 0; m < M; m++) sb += dy[m * N + n];
+                ASSERT_NEAR(db[n], sb, tol(sb, M)) << "db " << tag;
+                for (int64_t k = 0; k < K; k++) {
+                    double s = 0.0;
+                    for (int64_t m = 0; m < M; m++) s += static_cast<double>(dy[m * N + n]) * x[m * K + k];
+                    ASSERT_NEAR(dW[n * K + k], s, tol(s, M)) << "dW " << tag;
+                }
+            }
+            cases++;
+        }
+    EXPECT_EQ(cases, int(sizes.size() * sizes.size()));
+}
+
+TEST(Simd, LayerNormAndCrossEntropyMatchScalarReference) {
+    for (int64_t C : ragged_sizes()) {
+        const int64_t N = 5;
+        const Vec x = randn(N * C, 220, 2.0f, 0.5f), w = randn(C, 221), b = randn(C, 222);
+        Vec y(N * C), mean(N), rstd(N);
+        layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+        for (int64_t i = 0; i < N; i++) {
+            double mu = 0.0, var = 0.0;
+            for (int64_t c = 0; c < C; c++) mu += x[i * C + c];
+            mu /= double(C);
+            for (int64_t c = 0; c < C; c++) var += (x[i * C + c] - mu) * (x[i * C + c] - mu);
+            const double rs = 1.0 / std::sqrt(var / double(C) + 1e-5);
+            ASSERT_NEAR(mean[i], mu, 1e-5 * (1.0 + std::fabs(mu))) << "C=" << C;
+            ASSERT_NEAR(rstd[i], rs, 1e-5 * rs) << "C=" << C;
+            for (int64_t c = 0; c < C; c++)
+                ASSERT_NEAR(y[i * C + c], (x[i * C + c] - mu) * rs * w[c] + b[c], 2e-5 * (1.0 + std::fabs(y[i * C + c])))
+                    << "C=" << C;
+        }
+        // Cross-entropy with C classes.
+        const int64_t V = C, M = 7;
+        const Vec z = randn(M * V, 223, 3.0f);
+        std::vector<int32_t> t(M);
+        for (int64_t i = 0; i < M; i++) t[i] = int32_t((i * 5) % V);
+        Vec loss(1), lse(M), d(M * V);
+        cross_entropy_forward(loss.data(), lse.data(), z.data(), t.data(), nullptr, M, V);
+        cross_entropy_backward(d.data(), false, z.data(), t.data(), lse.data(), nullptr, M, V);
+        double total = 0.0;
+        for (int64_t i = 0; i < M; i++) {
+            double mx = -INFINITY, s = 0.0;
+            for (int64_t v = 0; v < V; v++) mx = std::max(mx, double(z[i * V + v]));
+            for (int64_t v = 0; v < V; v++) s += std::exp(z[i * V + v] - mx);
+            const double l = mx + std::log(s);
+            ASSERT_NEAR(lse[i], l, 1e-5 * (1.0 + std::fabs(l))) << "V=" << V;
+            total += l - z[i * V + t[i]];
+            for (int64_t v = 0; v < V; v++) {
+                const double g = (std::exp(z[i * V + v] - l) - (v == t[i] ? 1.0 : 0.0)) / double(M);
+                ASSERT_NEAR(d[i * V + v], g, 1e-6) << "V=" << V;
+            }
+        }
+        ASSERT_NEAR(loss[0], total / double(M), 1e-5 * (1.0 + total / double(M))) << "V=" << V;
+    }
+}
+
+TEST(Simd, AttentionMatchesNaiveOnLongerSequences) {
+    // Past one query block (a few kRows rows) and with head sizes around the vector width.
+    const int64_t w = simd::kW;
+    const int64_t shapes[][4] = {{1, 4 * gemm::kRows + 3, 2 * (w + 1), 2}, {2, 2 * gemm::kRows + 1, 3 * (w - 1), 3},
+                                 {1, 70, 64, 2}};
+    for (const auto& s : shapes) {
+        const int64_t B = s[0], T = s[1], C = s[2], H = s[3];
+        const Vec q = randn(B * T * C, 230), k = randn(B * T * C, 231), v = randn(B * T * C, 232);
+        Vec y(B * T * C), lse(B * H * T);
+        attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+        std::vector<double> ry, rlse;
+        naive_attention(ry, rlse, q, k, v, B, T, C, H);
+        for (size_t i = 0; i < y.size(); i++) ASSERT_NEAR(y[i], ry[i], 2e-5 * (1.0 + std::fabs(ry[i]))) << "T=" << T << " " << i;
+        for (size_t i = 0; i < lse.size(); i++) ASSERT_NEAR(lse[i], rlse[i], 2e-5 * (1.0 + std::fabs(rlse[i]))) << i;
     }
 }

@@ -1,5 +1,6 @@
 #include "engine/backends/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -51,16 +52,83 @@ std::vector<std::string> TensorStore::names() const {
   return out;
 }
 
-Executor::Executor(Program program, TensorStore& store) : program_(std::move(program)) {
-  // Lay out every non-persistent tensor in one arena, 64-byte aligned.
-  std::vector<size_t> offsets(program_.tensors.size(), 0);
-  size_t total = 0;
-  for (size_t i = 0; i < program_.tensors.size(); ++i) {
-    const auto& t = program_.tensors[i];
-    if (t.persistent()) continue;
-    offsets[i] = total;
-    total += (size_t(t.bytes()) + 63) / 64 * 64;
+namespace {
+
+// Byte offsets of the program's non-persistent tensors in one arena, reusing memory by liveness:
+// a tensor is live from the first op that touches it to the last, and two tensors may share
+// bytes only if their live ranges do not overlap. Tensors the host writes before a run (inputs)
+// or reads after it (loss, gradient norm, logits, parameter gradients) live for the whole run.
+// Placement is greedy, largest first, each at the lowest offset that is free for its whole
+// live range (the usual offset assignment of inference runtimes); it is deterministic.
+std::vector<size_t> plan_arena(const Program& p, size_t& total, size_t& live_peak) {
+  const size_t n = p.tensors.size();
+  const int end = int(p.ops.size());
+  std::vector<int> first(n, end + 1), last(n, -1);
+  for (int i = 0; i < end; i++) {
+    const Op& op = p.ops[size_t(i)];
+    for (const auto* ids : {&op.inputs, &op.outputs})
+      for (int id : *ids)
+        if (id >= 0) {
+          first[size_t(id)] = std::min(first[size_t(id)], i);
+          last[size_t(id)] = std::max(last[size_t(id)], i);
+        }
   }
+  auto whole_run = [&](const TensorInfo& t) {
+    if (t.kind == TensorKind::input) return true;
+    if (t.name == "loss" || t.name == "grad_norm" || t.name == "logits") return true;
+    if (t.kind == TensorKind::gradient && t.name.starts_with("grad.")) {
+      const int src = p.find(t.name.substr(5));
+      if (src >= 0 && p.tensors[size_t(src)].kind == TensorKind::parameter) return true;
+    }
+    return false;
+  };
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; i++) {
+    const auto& t = p.tensors[i];
+    if (t.persistent()) continue;
+    if (whole_run(t) || last[i] < 0) {  // never touched by an op: the host's alone
+      first[i] = -1;
+      last[i] = end;
+    }
+    order.push_back(i);
+  }
+  auto bytes = [&](size_t i) { return (size_t(p.tensors[i].bytes()) + 63) / 64 * 64; };
+  // The lower bound of any layout: the most bytes live at one time.
+  live_peak = 0;
+  for (int t = -1; t <= end; t++) {
+    size_t live = 0;
+    for (size_t i : order)
+      if (first[i] <= t && t <= last[i]) live += bytes(i);
+    live_peak = std::max(live_peak, live);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bytes(a) > bytes(b); });
+  std::vector<size_t> offsets(n, 0);
+  std::vector<size_t> placed;
+  total = 0;
+  for (size_t i : order) {
+    // The placed tensors live at the same time as this one, by offset.
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (size_t j : placed)
+      if (first[j] <= last[i] && first[i] <= last[j]) busy.push_back({offsets[j], offsets[j] + bytes(j)});
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0;
+    for (const auto& [b0, b1] : busy) {
+      if (off + bytes(i) <= b0) break;
+      off = std::max(off, b1);
+    }
+    offsets[i] = off;
+    total = std::max(total, off + bytes(i));
+    placed.push_back(i);
+  }
+  return offsets;
+}
+
+}  // namespace
+
+Executor::Executor(Program program, TensorStore& store) : program_(std::move(program)) {
+  // Every non-persistent tensor in one arena, 64-byte aligned, memory shared by liveness.
+  size_t total = 0;
+  const std::vector<size_t> offsets = plan_arena(program_, total, live_peak_);
   arena_ = Buffer(total);
   ptrs_.resize(program_.tensors.size());
   for (size_t i = 0; i < program_.tensors.size(); ++i) {
@@ -188,9 +256,13 @@ void Executor::run_op(const Op& op) {
       break;
     }
     case OpKind::grad_norm: {
-      double sum = 0.0;
-      for (size_t k = 0; k < op.inputs.size(); ++k) sum += sum_squares(in_f(k), numel(op.inputs[k]));
-      out_f(0)[0] = float(std::sqrt(sum));
+      std::vector<const float*> xs;
+      std::vector<int64_t> ns;
+      for (size_t k = 0; k < op.inputs.size(); ++k) {
+        xs.push_back(in_f(k));
+        ns.push_back(numel(op.inputs[k]));
+      }
+      out_f(0)[0] = float(std::sqrt(sum_squares_many(xs.data(), ns.data(), int64_t(xs.size()))));
       break;
     }
     case OpKind::adamw: {

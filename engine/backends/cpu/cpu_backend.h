@@ -4,7 +4,9 @@
 // Memory: persistent tensors (parameters, optimizer moments, KV caches) live in a TensorStore
 // shared by every program of one model, so the training, evaluation and generation programs
 // see the same weights. Everything else a program needs (inputs, activations, gradients) is
-// laid out in one arena allocated when the program is loaded.
+// laid out in one arena allocated when the program is loaded; tensors whose live ranges (first
+// to last op that uses them) do not overlap share its bytes, so the arena holds only what is
+// live at the worst point of the program, not every activation at once.
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -56,6 +58,9 @@ class Executor {
   float* f32(const std::string& name) { return static_cast<float*>(data(program_.id(name))); }
   int32_t* i32(const std::string& name) { return static_cast<int32_t*>(data(program_.id(name))); }
   size_t arena_bytes() const { return arena_.bytes(); }
+  // The most bytes of non-persistent tensors live at one point of the program: the smallest
+  // arena any layout could have (arena_bytes() is at least this).
+  size_t live_peak_bytes() const { return live_peak_; }
 
   // Per-op wall time, accumulated over runs when profiling is on (for `ptl bench --ops`).
   bool profile = false;
@@ -65,6 +70,7 @@ class Executor {
   void run_op(const Op& op);
   Program program_;
   Buffer arena_;
+  size_t live_peak_ = 0;
   std::vector<void*> ptrs_;
 };
 

@@ -7,6 +7,10 @@
 // - A null output pointer means "not needed" and the kernel skips that work.
 // - `acc` flags: when true the kernel adds into the output (+=), otherwise it overwrites it.
 //   Gradients of tensors used twice in the forward pass are accumulated this way.
+// - Threads: every kernel splits its work over the pool of thread_pool.h (set_num_threads),
+//   so that each output element is computed by one thread in an order fixed by the source, and
+//   reductions (losses, norms, weight-gradient sums over rows) use fixed-size chunks whose
+//   partials are added in order. The outputs are bitwise the same for any thread count.
 // - Causal attention works on q, k, v of shape [B, T, C] with H heads of size C / H; it keeps
 //   the log-sum-exp of each query row (lse [B, H, T]) so the backward can recompute the
 //   probabilities instead of storing a T x T matrix.
@@ -67,6 +71,9 @@ void cross_entropy_backward(float* dlogits, bool acc, const float* logits, const
 // adamw.cpp
 // Sum of squares in double (the global gradient norm is the sqrt of the sum over tensors).
 double sum_squares(const float* x, int64_t n);
+// The same over several tensors at once (the gradient norm), threaded; the result does not
+// depend on the thread count.
+double sum_squares_many(const float* const* xs, const int64_t* ns, int64_t count);
 // One AdamW step (see shared/spec/model.md); the gradient is multiplied by grad_scale first
 // (the clipping coefficient). t is the 1-based step count for bias correction.
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,

@@ -1,11 +1,16 @@
 // AdamW (decoupled weight decay), in the operation order of PyTorch's torch.optim.AdamW
 // (foreach=False), so that both produce the same floats step after step.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/backends/cpu/kernels.h"
+#include "engine/backends/cpu/thread_pool.h"
 
 namespace ptl::cpu {
 
@@ -17,16 +22,53 @@ namespace {
 // number into Python gets.
 double as_typed(float f) {
     char buf[32];
+#ifdef __EMSCRIPTEN__
+    // Emscripten 3.1.6's libc++ has no floating-point to_chars: the shortest "%.*g" that reads
+    // back as the same float is the same decimal (correctly rounded, fewest digits).
+    for (int digits = 1; digits <= 9; digits++) {
+        std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(f));
+        if (std::strtof(buf, nullptr) == f) break;
+    }
+#else
     const auto res = std::to_chars(buf, buf + sizeof(buf) - 1, f);
     *res.ptr = '\0';
+#endif
     return std::strtod(buf, nullptr);
 }
 
 }  // namespace
 
-double sum_squares(const float* x, int64_t n) {
+namespace {
+
+// Squares summed in double over one chunk, in 8 interleaved partial sums (which the compiler
+// vectorises, as the order is fixed by the source), then the partials in order.
+double chunk_sum_squares(const float* x, int64_t n) {
+    constexpr int64_t L = 8;
+    double part[L] = {};
+    int64_t i = 0;
+    for (; i + L <= n; i += L)
+        for (int64_t l = 0; l < L; l++) part[l] += static_cast<double>(x[i + l]) * x[i + l];
+    for (; i < n; i++) part[i % L] += static_cast<double>(x[i]) * x[i];
     double s = 0.0;
-    for (int64_t i = 0; i < n; i++) s += static_cast<double>(x[i]) * x[i];
+    for (int64_t l = 0; l < L; l++) s += part[l];
+    return s;
+}
+
+}  // namespace
+
+double sum_squares(const float* x, int64_t n) { return sum_squares_many(&x, &n, 1); }
+
+double sum_squares_many(const float* const* xs, const int64_t* ns, int64_t count) {
+    // Fixed chunks of kChunk elements of every tensor, one partial each, added in order on one
+    // thread: the split into chunks never depends on the thread count, so neither does the sum.
+    constexpr int64_t kChunk = 16384;
+    std::vector<std::pair<const float*, int64_t>> chunks;
+    for (int64_t k = 0; k < count; k++)
+        for (int64_t off = 0; off < ns[k]; off += kChunk) chunks.push_back({xs[k] + off, std::min(kChunk, ns[k] - off)});
+    std::vector<double> part(chunks.size());
+    parallel_for(int64_t(chunks.size()), [&](int64_t c) { part[size_t(c)] = chunk_sum_squares(chunks[c].first, chunks[c].second); });
+    double s = 0.0;
+    for (double p : part) s += p;
     return s;
 }
 
@@ -47,7 +89,9 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float
     const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
     const float eps_f = eps;
 
-    for (int64_t i = 0; i < n; i++) {
+    // Every element is independent: threaded over ranges (small tensors stay on this thread).
+    parallel_ranges(n, grain_for(n, 12), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
         const float gi = g[i] * grad_scale;  // the clipping coefficient (1 when not clipped)
         // Decoupled weight decay: shrink the parameter directly, p *= 1 - lr * wd, instead of
         // adding wd * p to the gradient (which Adam's normalisation would then rescale).
@@ -62,6 +106,7 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float
         const float denom = std::sqrt(v[i]) / bc2_sqrt + eps_f;
         p[i] = p[i] + neg_step * m[i] / denom;
     }
+    });
 }
 
 }  // namespace ptl::cpu

@@ -1,4 +1,4 @@
-// Causal multi-head self-attention, FlashAttention style: no T x T matrix is ever stored.
+// Causal multi-head self-attention, FlashAttention style: no B x H x T x T tensor is ever stored.
 //
 // Head h of a row of q, k, v, y is the column slice [h*hs, (h+1)*hs), hs = C / H. For a query
 // row i (one head) and the keys j <= i:
@@ -6,62 +6,106 @@
 //   y_i = sum_j p_j v_j.
 // The forward keeps only lse_i (one float per row and head); the backward recomputes p_j from
 // it, which costs a second q . k product but saves the B*H*T*T probabilities.
+//
+// Work is split into one task per (sequence, head): tasks write disjoint column slices of y,
+// dq, dk, dv, so they need no locks, and each task computes its outputs in the same order
+// whatever thread runs it. Inside a task, query rows are taken in blocks of kQB; a block's
+// scores against all the keys it can see are a small matrix product (kQB x n, n <= T, a few
+// KB of scratch per thread), computed with the register-blocked kernel of gemm.h, and the
+// softmax runs vectorised along the block's rows.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/kernels.h"
+#include "engine/backends/cpu/simd.h"
+#include "engine/backends/cpu/thread_pool.h"
 
 namespace ptl::cpu {
 
 namespace {
 
-// Dot product with 8 independent partial sums. A plain `s += a[c] * b[c]` loop is one long
-// dependency chain that the compiler may not split (that would reorder the float additions),
-// so it runs one add per several cycles; 8 lanes give it a loop it can vectorise, and the
-// summation order is fixed by the source, not by the compiler or the vector width.
-float dot(const float* a, const float* b, int64_t n) {
-    constexpr int64_t L = 8;
-    float part[L] = {};
-    int64_t c = 0;
-    for (; c + L <= n; c += L)
-        for (int64_t l = 0; l < L; l++) part[l] += a[c + l] * b[c + l];
-    for (; c < n; c++) part[c % L] += a[c] * b[c];
-    float s = 0.0f;
-    for (int64_t l = 0; l < L; l++) s += part[l];
-    return s;
-}
+using gemm::Store;
+using simd::kW;
+using simd::vf;
+using simd::vi;
+
+// Query rows per block: a few register tiles of rows. Blocks make the scores a matrix product;
+// small blocks waste little on the causal triangle (a block computes keys up to its last row).
+constexpr int64_t kQB = 2 * gemm::kRows;
 
 float head_scale(int64_t hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
 
-// One query row of one head against n key/value rows (consecutive rows ld floats apart):
-// writes y = softmax(scale * q . k_j) weighted sum of v_j to y[0..hs) and returns the lse.
-// Online softmax: keep the running max mx, sum = sum_j exp(s_j - mx) and
-// acc = sum_j exp(s_j - mx) v_j; when a larger score arrives, rescale both by exp(old - new)
-// so they stay relative to the current max. Every exponent is <= 0, so nothing overflows.
-// acc is caller-provided scratch of hs floats.
-float attend_row(float* y, const float* q, const float* k, const float* v, int64_t ld, int64_t n, int64_t hs,
-                 float scale, float* acc) {
-    float mx = -std::numeric_limits<float>::infinity();
-    float sum = 0.0f;
-    std::fill(acc, acc + hs, 0.0f);
-    for (int64_t j = 0; j < n; j++) {
-        const float s = dot(q, k + j * ld, hs) * scale;
-        if (s > mx) {
-            const float corr = std::exp(mx - s);  // exp(-inf) = 0 on the first key
-            sum *= corr;
-            for (int64_t c = 0; c < hs; c++) acc[c] *= corr;
-            mx = s;
-        }
-        const float p = std::exp(s - mx);
-        sum += p;
-        const float* vj = v + j * ld;
-        for (int64_t c = 0; c < hs; c++) acc[c] += p * vj[c];
+vi lane_index() {
+    vi v;
+    for (int l = 0; l < kW; l++) v[l] = l;
+    return v;
+}
+
+// Per-thread scratch, grown on demand and reused by every task this thread runs.
+struct Scratch {
+    std::vector<float> kt, vp, kp, vt, s, dp, a, b;
+    static float* get(std::vector<float>& v, size_t n) {
+        if (v.size() < n) v.resize(n);
+        return v.data();
     }
-    const float inv = 1.0f / sum;  // sum >= 1: the max term contributes exp(0)
-    for (int64_t c = 0; c < hs; c++) y[c] = acc[c] * inv;
-    return mx + std::log(sum);
+};
+thread_local Scratch t_scratch;
+
+// The scores' row stride for n keys: whole vectors, so the softmax loops need no tail.
+int64_t row_stride(int64_t n) { return (n + kW - 1) / kW * kW; }
+
+// Softmax of one row of raw scores s[0, n) (unscaled q . k) for the query at position `pos`:
+// keys j > pos are masked. Writes p_j = exp(scale s_j - lse) (0 where masked) over the whole
+// padded row and returns lse. Vectorised along j; lanes are combined in a fixed order.
+float softmax_row(float* s, int64_t n, int64_t pos, float scale) {
+    const vi iota = lane_index();
+    const vf neg_inf = simd::splat(-std::numeric_limits<float>::infinity());
+    const int64_t n_pad = row_stride(n);
+    vf mx = neg_inf;
+    for (int64_t j = 0; j < n_pad; j += kW) {
+        const vi visible = (iota + int32_t(j)) <= int32_t(pos);
+        mx = simd::vmax(mx, simd::select(visible, simd::load(s + j), neg_inf));
+    }
+    const float m = simd::hmax(mx) * scale;
+    vf sum = vf{};
+    for (int64_t j = 0; j < n_pad; j += kW) {
+        const vi visible = (iota + int32_t(j)) <= int32_t(pos);
+        const vf p = simd::select(visible, simd::exp(simd::load(s + j) * scale - m), vf{});
+        simd::store(s + j, p);
+        sum += p;
+    }
+    const float total = simd::hsum(sum);  // >= 1: the max term is exp(0)
+    const float inv = 1.0f / total;
+    for (int64_t j = 0; j < n_pad; j += kW) simd::store(s + j, simd::load(s + j) * inv);
+    return m + std::log(total);
+}
+
+// One head of attention for `rows` consecutive queries at positions pos0, pos0 + 1, ... against
+// keys 0 .. pos0 + rows - 1, whose k^T and v are already packed (kt: P = hs, J = keys; vp:
+// P = keys_packed, J = hs). q and y rows are ld floats apart; lse (if given) gets one float
+// per query.
+void attend(float* y, float* lse, const float* q, int64_t ld, const float* kt, const float* vp, int64_t keys_packed,
+            int64_t pos0, int64_t rows, int64_t hs, float scale) {
+    Scratch& sc = t_scratch;
+    for (int64_t r0 = 0; r0 < rows; r0 += kQB) {
+        const int64_t qb = std::min(kQB, rows - r0);
+        const int64_t n = pos0 + r0 + qb;  // keys visible to the block's last row
+        const int64_t lds = row_stride(n);
+        // Columns n .. lds of the scratch rows are padding: the softmax masks them (select,
+        // so even garbage there cannot leak) and no product reads them.
+        float* s = Scratch::get(sc.s, size_t(qb * lds));
+        // s = q k^T for the block (the causal triangle is masked in the softmax).
+        gemm::gemm(s, lds, q + r0 * ld, ld, 1, kt, hs, hs, qb, n, Store::overwrite);
+        for (int64_t r = 0; r < qb; r++) {
+            const float l = softmax_row(s + r * lds, n, pos0 + r0 + r, scale);
+            if (lse) lse[r0 + r] = l;
+        }
+        // y = p v for the block (masked p are 0).
+        gemm::gemm(y + r0 * ld, ld, s, lds, 1, vp, keys_packed, n, qb, hs, Store::overwrite);
+    }
 }
 
 }  // namespace
@@ -70,18 +114,17 @@ void attention_forward(float* y, float* lse, const float* q, const float* k, con
                        int64_t T, int64_t C, int64_t H) {
     const int64_t hs = C / H;
     const float scale = head_scale(hs);
-    std::vector<float> acc(static_cast<size_t>(hs));
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t h = 0; h < H; h++) {
-            const int64_t col = b * T * C + h * hs;  // row 0 of this sequence, this head
-            for (int64_t t = 0; t < T; t++) {
-                // Causal: query t sees keys 0..t.
-                const float l = attend_row(y + col + t * C, q + col + t * C, k + col, v + col, C, t + 1, hs, scale,
-                                           acc.data());
-                if (lse) lse[(b * H + h) * T + t] = l;
-            }
-        }
-    }
+    parallel_for(B * H, [&](int64_t task) {
+        const int64_t b = task / H, h = task % H;
+        const int64_t col = b * T * C + h * hs;  // row 0 of this sequence, this head
+        Scratch& sc = t_scratch;
+        // B operands of the two products: k^T (P = hs, J = T) and v (P = T, J = hs).
+        float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, T));
+        float* vp = Scratch::get(sc.vp, gemm::packed_floats(T, hs));
+        gemm::pack_b(kt, k + col, 1, C, hs, T);
+        gemm::pack_b(vp, v + col, C, 1, T, hs);
+        attend(y + col, lse ? lse + task * T : nullptr, q + col, C, kt, vp, T, 0, T, hs, scale);
+    });
 }
 
 void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* dv, bool acc_dv, const float* dy,
@@ -92,39 +135,74 @@ void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* d
     //   dp_j  = dy_i . v_j
     //   ds_j  = p_j (dp_j - D_i),  D_i = sum_j p_j dp_j = dy_i . y_i   (softmax backward)
     //   dq_i += scale ds_j k_j,    dk_j += scale ds_j q_i             (s_j = scale q_i . k_j)
-    // D_i is computed from y instead of summing over j first, so one pass over j suffices.
-    const int64_t n = B * T * C;
-    if (dq && !acc_dq) std::fill(dq, dq + n, 0.0f);
-    if (dk && !acc_dk) std::fill(dk, dk + n, 0.0f);
-    if (dv && !acc_dv) std::fill(dv, dv + n, 0.0f);
+    // D_i is computed from y instead of summing over j first. Per block of query rows, as
+    // matrices: P = exp(scale Q K^T - lse), dP = dY V^T, dS = scale P o (dP - D),
+    // dV += P^T dY, dQ = dS K, dK += dS^T Q.
     if (!dq && !dk && !dv) return;
-
     const int64_t hs = C / H;
     const float scale = head_scale(hs);
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t h = 0; h < H; h++) {
-            const int64_t col = b * T * C + h * hs;
-            for (int64_t i = 0; i < T; i++) {
-                const int64_t ri = col + i * C;  // query row i, this head
-                const float* qi = q + ri;
-                const float* dyi = dy + ri;
-                const float D = dot(dyi, y + ri, hs);
-                const float l = lse[(b * H + h) * T + i];
-                for (int64_t j = 0; j <= i; j++) {
-                    const int64_t rj = col + j * C;
-                    const float p = std::exp(dot(qi, k + rj, hs) * scale - l);
-                    if (dv)
-                        for (int64_t c = 0; c < hs; c++) dv[rj + c] += p * dyi[c];
-                    if (!dq && !dk) continue;
-                    const float ds = p * (dot(dyi, v + rj, hs) - D) * scale;
-                    if (dq)
-                        for (int64_t c = 0; c < hs; c++) dq[ri + c] += ds * k[rj + c];
-                    if (dk)
-                        for (int64_t c = 0; c < hs; c++) dk[rj + c] += ds * qi[c];
+    parallel_for(B * H, [&](int64_t task) {
+        const int64_t b = task / H, h = task % H;
+        const int64_t col = b * T * C + h * hs;
+        const float* lse_h = lse + task * T;
+        Scratch& sc = t_scratch;
+        float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, T));  // k^T: scores
+        float* vt = Scratch::get(sc.vt, gemm::packed_floats(hs, T));  // v^T: dP = dY V^T
+        float* kp = Scratch::get(sc.kp, gemm::packed_floats(T, hs));  // k:   dQ = dS K
+        gemm::pack_b(kt, k + col, 1, C, hs, T);
+        gemm::pack_b(vt, v + col, 1, C, hs, T);
+        gemm::pack_b(kp, k + col, C, 1, T, hs);
+        for (int64_t i0 = 0; i0 < T; i0 += kQB) {
+            const int64_t qb = std::min(kQB, T - i0), n = i0 + qb;
+            const int64_t lds = row_stride(n);
+            float* s = Scratch::get(sc.s, size_t(qb * lds));
+            float* dp = Scratch::get(sc.dp, size_t(qb * lds));
+            const float* qi = q + col + i0 * C;
+            const float* dyi = dy + col + i0 * C;
+            gemm::gemm(s, lds, qi, C, 1, kt, hs, hs, qb, n, Store::overwrite);    // S = Q K^T
+            gemm::gemm(dp, lds, dyi, C, 1, vt, hs, hs, qb, n, Store::overwrite);  // dP = dY V^T
+            const vi iota = lane_index();
+            for (int64_t r = 0; r < qb; r++) {
+                const int64_t i = i0 + r;
+                // D_i = dy_i . y_i, in kW lanes plus a tail, lanes added in a fixed order.
+                const float* yr = y + col + i * C;
+                const float* dyr = dyi + r * C;
+                vf dacc = vf{};
+                int64_t c = 0;
+                for (; c + kW <= hs; c += kW) dacc += simd::load(dyr + c) * simd::load(yr + c);
+                float D = 0.0f;
+                for (; c < hs; c++) D += dyr[c] * yr[c];
+                D += simd::hsum(dacc);
+                const float l = lse_h[i];
+                float* sr = s + r * lds;
+                float* dpr = dp + r * lds;
+                for (int64_t j = 0; j < lds; j += kW) {
+                    const vi visible = (iota + int32_t(j)) <= int32_t(i);
+                    const vf p = simd::select(visible, simd::exp(simd::load(sr + j) * scale - l), vf{});
+                    simd::store(sr + j, p);                                       // P
+                    simd::store(dpr + j, p * (simd::load(dpr + j) - D) * scale);  // dS
                 }
             }
+            // dQ (rows i0..i0+qb) = dS K: every query row belongs to one block, so it is written
+            // once (or added to the caller's gradient).
+            const Store fresh = acc_dq ? Store::add : Store::overwrite;
+            if (dq) gemm::gemm(dq + col + i0 * C, C, dp, lds, 1, kp, T, n, qb, hs, fresh);
+            // dV (rows 0..n) += P^T dY and dK += dS^T Q, summed over this block's rows
+            // (A(j, r) = P[r, j]: a_i = 1, a_p = lds), blocks in order. Key rows i0..n are first
+            // reached by this block: written (or added to the caller's gradient); rows 0..i0
+            // add to what the earlier blocks wrote. So no gradient needs zeroing first.
+            auto key_grad = [&](float* d, bool acc, const float* a, const float* src, std::vector<float>& buf) {
+                if (!d) return;
+                float* packed = Scratch::get(buf, gemm::packed_floats(qb, hs));
+                gemm::pack_b(packed, src, C, 1, qb, hs);
+                if (i0 > 0) gemm::gemm(d + col, C, a, 1, lds, packed, qb, qb, i0, hs, Store::add);
+                gemm::gemm(d + col + i0 * C, C, a + i0, 1, lds, packed, qb, qb, n - i0, hs,
+                           acc ? Store::add : Store::overwrite);
+            };
+            key_grad(dv, acc_dv, s, dyi, sc.a);
+            key_grad(dk, acc_dk, dp, qi, sc.b);
         }
-    }
+    });
 }
 
 void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float* v, int64_t n, int64_t C,
@@ -135,15 +213,20 @@ void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float*
 
 void attention_cached(float* y, const float* q, const float* k_cache, const float* v_cache, int64_t n,
                       int64_t C, int64_t H, int64_t pos0) {
-    // The same attend_row as the training forward, over the cache instead of the batch, so the
-    // generated tokens see exactly the numbers a full forward pass would compute.
-    const int64_t hs = C / H;
+    // The same attend() as the training forward, over the cache instead of the batch: every
+    // score is the same chain of multiply-adds and masked keys add exact zeros, so the
+    // generated tokens see exactly the numbers a full forward pass would compute. Cache rows
+    // past pos0 + n - 1 are never read.
+    const int64_t hs = C / H, keys = pos0 + n;
     const float scale = head_scale(hs);
-    std::vector<float> acc(static_cast<size_t>(hs));
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t h = 0; h < H; h++)
-            attend_row(y + i * C + h * hs, q + i * C + h * hs, k_cache + h * hs, v_cache + h * hs, C, pos0 + i + 1,
-                       hs, scale, acc.data());
+    parallel_for(H, [&](int64_t h) {
+        Scratch& sc = t_scratch;
+        float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, keys));
+        float* vp = Scratch::get(sc.vp, gemm::packed_floats(keys, hs));
+        gemm::pack_b(kt, k_cache + h * hs, 1, C, hs, keys);
+        gemm::pack_b(vp, v_cache + h * hs, C, 1, keys, hs);
+        attend(y + h * hs, nullptr, q + h * hs, C, kt, vp, keys, pos0, n, hs, scale);
+    });
 }
 
 }  // namespace ptl::cpu

@@ -1,91 +1,119 @@
 // Linear layer: y = x W^T + b, with W stored [out, in] as in PyTorch.
 //
-// All three matrix products of the layer (forward y, backward dx and dW) are written as the
-// same "axpy" loop nest, C[i, :] += sum_p A(i, p) * B[p, :], whose innermost loop runs over a
-// contiguous row of B and C. That loop has no reduction in it, so the compiler vectorises it
-// without having to reorder floating-point sums (which it is not allowed to do without
-// -ffast-math), and the results do not depend on the vector width.
+// The three matrix products of the layer all go through the packed-panel micro-kernel of
+// gemm.h, which computes C = A B with B packed into column panels first:
 //
-//   forward  y  = x  W^T : C = y  [M, N], A = x    [M, K], B = W^T [K, N] (transposed once)
+//   forward  y  = x  W^T : C = y  [M, N], A = x    [M, K], B = W^T [K, N] (packed from W's rows)
 //   backward dx = dy W   : C = dx [M, K], A = dy   [M, N], B = W   [N, K]
 //   backward dW = dy^T x : C = dW [N, K], A = dy^T [N, M], B = x   [M, K]
+//
+// Packing reads each B element once (N K or M K moves against M N K multiply-adds) and lets
+// the kernel stream B sequentially, so no product needs a transposed copy of W.
+//
+// Threads: every product is split into tasks of (row block, column panel) of C. Each C
+// element belongs to exactly one task and is summed over p in order by one thread, so the
+// results are identical whatever the thread count.
 #include <algorithm>
 #include <vector>
 
+#include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/kernels.h"
+#include "engine/backends/cpu/thread_pool.h"
 
 namespace ptl::cpu {
 
 namespace {
 
-// Register blocking: a tile of ROWS rows x COLS columns of C is accumulated in a small local
-// array over the whole p loop, so each B segment loaded from memory feeds ROWS multiply-adds
-// and C is read and written once per tile instead of once per p. The tile should fill about
-// half of the vector registers: 8 x 32 floats = 16 of the 32 AVX-512 registers, 4 x 32 floats
-// = 8 of the 16 AVX2 registers.
-#ifdef __AVX512F__
-constexpr int64_t ROWS = 8;
-#else
-constexpr int64_t ROWS = 4;
-#endif
-constexpr int64_t COLS = 32;
+using gemm::Store;
 
-// C[i, j] += sum_p A[i * a_i + p * a_p] * B[p * ldb + j] for i < I, j < J, p < P.
-// C has row stride ldc. A is addressed through two strides so that dy^T needs no copy.
-void gemm_acc(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* B, int64_t ldb,
-              int64_t I, int64_t J, int64_t P) {
-    int64_t i0 = 0;
-    for (; i0 + ROWS <= I; i0 += ROWS) {
-        int64_t j0 = 0;
-        // Full ROWS x COLS tiles: fixed trip counts, so the accumulators stay in registers.
-        for (; j0 + COLS <= J; j0 += COLS) {
-            float acc[ROWS][COLS] = {};
-            for (int64_t p = 0; p < P; p++) {
-                const float* b = B + p * ldb + j0;
-                for (int64_t r = 0; r < ROWS; r++) {
-                    const float a = A[(i0 + r) * a_i + p * a_p];
-                    for (int64_t j = 0; j < COLS; j++) acc[r][j] += a * b[j];
-                }
-            }
-            for (int64_t r = 0; r < ROWS; r++)
-                for (int64_t j = 0; j < COLS; j++) C[(i0 + r) * ldc + j0 + j] += acc[r][j];
-        }
-        // Leftover columns (J not a multiple of COLS): the same sums, straight into C.
-        if (j0 < J) {
-            for (int64_t p = 0; p < P; p++) {
-                const float* b = B + p * ldb;
-                for (int64_t r = 0; r < ROWS; r++) {
-                    const float a = A[(i0 + r) * a_i + p * a_p];
-                    float* c = C + (i0 + r) * ldc;
-                    for (int64_t j = j0; j < J; j++) c[j] += a * b[j];
-                }
-            }
-        }
-    }
-    // Leftover rows (I not a multiple of ROWS): one row at a time.
-    for (int64_t i = i0; i < I; i++) {
-        float* c = C + i * ldc;
-        for (int64_t p = 0; p < P; p++) {
-            const float a = A[i * a_i + p * a_p];
-            const float* b = B + p * ldb;
-            for (int64_t j = 0; j < J; j++) c[j] += a * b[j];
-        }
-    }
+// Rows of C per task: a few register tiles, so a task is a few microseconds of work.
+constexpr int64_t kBlockRows = 4 * gemm::kRows;
+// Depth of one pass over p (see Product::run): 256 x 32 floats of B = 32 KB.
+constexpr int64_t kChunkP = 256;
+
+// Scratch for packed panels, owned by the calling thread and reused across calls.
+float* scratch(std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
 }
+
+// One product C = A B (B given as src with strides s_p, s_j), described for task splitting.
+struct Product {
+    float* C;
+    int64_t ldc;
+    const float* A;
+    int64_t a_i, a_p;
+    const float* src;
+    int64_t s_p, s_j;
+    int64_t I, J, P;
+    Store store;
+    const float* bias;
+    float* packed;
+    // A read down its columns (dy^T: a_p = N, a whole row of dy apart per p) is first copied
+    // into row blocks [P][kBlockRows], so that the kernel reads it sequentially too. (Read in
+    // place, every p of a tile would touch another cache line, and with large N another page.)
+    float* packed_a = nullptr;
+
+    int64_t panels() const { return gemm::panels(J); }
+    int64_t row_blocks() const { return (I + kBlockRows - 1) / kBlockRows; }
+    int64_t tasks() const { return panels() * row_blocks(); }
+    int64_t pack_tasks() const { return panels() + (packed_a ? row_blocks() : 0); }
+    void pack(int64_t t) const {
+        if (t < panels()) return gemm::pack_b(packed, src, s_p, s_j, P, J, t, t + 1);
+        const int64_t rb = t - panels(), i0 = rb * kBlockRows, rows = std::min(kBlockRows, I - i0);
+        float* d = packed_a + rb * P * kBlockRows;
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t r = 0; r < rows; r++) d[p * kBlockRows + r] = A[(i0 + r) * a_i + p * a_p];
+    }
+    // Task t: panel t / row_blocks, row block t % row_blocks (consecutive tasks share a panel,
+    // which then stays in cache).
+    void run(int64_t t) const {
+        const int64_t q = t / row_blocks(), rb = t % row_blocks(), i0 = rb * kBlockRows, j0 = q * gemm::kCols;
+        const float* a = packed_a ? packed_a + rb * P * kBlockRows : A + i0 * a_i;
+        const int64_t ai = packed_a ? 1 : a_i, ap = packed_a ? kBlockRows : a_p;
+        const float* bp = gemm::panel(packed, P, q);
+        // The sum over p in chunks of kChunkP: a chunk of the B panel (kChunkP x kCols floats)
+        // and of the A rows stay in L1 while every tile of the row block uses them. The first
+        // chunk writes C (with the bias), the others add to it: a fixed order, whatever the
+        // threads.
+        for (int64_t p0 = 0; p0 < P; p0 += kChunkP) {
+            const bool first = p0 == 0;
+            gemm::gemm_panel(C + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * gemm::kCols,
+                             std::min(kChunkP, P - p0), std::min(gemm::kCols, J - j0), std::min(kBlockRows, I - i0),
+                             first ? store : Store::add, first && bias ? bias + j0 : nullptr);
+        }
+    }
+};
+
+// Runs several products: one parallel pass packs every panel, a second computes every tile.
+void run_products(const std::vector<Product>& ps) {
+    std::vector<int64_t> pack_start{0}, task_start{0};
+    for (const auto& p : ps) {
+        pack_start.push_back(pack_start.back() + p.pack_tasks());
+        task_start.push_back(task_start.back() + p.tasks());
+    }
+    auto which = [](const std::vector<int64_t>& start, int64_t t) {
+        return size_t(std::upper_bound(start.begin(), start.end(), t) - start.begin() - 1);
+    };
+    parallel_for(pack_start.back(), [&](int64_t t) {
+        const size_t k = which(pack_start, t);
+        ps[k].pack(t - pack_start[k]);
+    });
+    parallel_for(task_start.back(), [&](int64_t t) {
+        const size_t k = which(task_start, t);
+        ps[k].run(t - task_start[k]);
+    });
+}
+
+thread_local std::vector<float> t_pack_a, t_pack_b, t_pack_dy;
 
 }  // namespace
 
 void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K) {
-    // W^T [K, N], so that the inner loop walks a contiguous row of it. Transposing costs N*K
-    // moves against M*N*K multiply-adds.
-    std::vector<float> Wt(static_cast<size_t>(K * N));
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++) Wt[k * N + n] = W[n * K + k];
-
-    // Start every row of y from the bias, then accumulate x W^T on top.
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) y[m * N + n] = b ? b[n] : 0.0f;
-    gemm_acc(y, N, x, K, 1, Wt.data(), N, M, N, K);
+    // B(k, n) = W[n, k]: packed straight from W's rows, no transposed copy.
+    Product p{y, N, x, K, 1, W, 1, K, M, N, K, b ? Store::bias : Store::overwrite, b, nullptr};
+    p.packed = scratch(t_pack_a, gemm::packed_floats(K, N));
+    run_products({p});
 }
 
 void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, bool acc_db, const float* dy,
@@ -94,21 +122,32 @@ void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, 
     //   dx[m, k] = sum_n dy[m, n] W[n, k]   (dx = dy W)
     //   dW[n, k] = sum_m dy[m, n] x[m, k]   (dW = dy^T x)
     //   db[n]    = sum_m dy[m, n]
+    std::vector<Product> ps;
     if (dx) {
-        if (!acc_dx) std::fill(dx, dx + M * K, 0.0f);
-        gemm_acc(dx, K, dy, N, 1, W, K, M, K, N);
+        Product p{dx, K, dy, N, 1, W, K, 1, M, K, N, acc_dx ? Store::add : Store::overwrite, nullptr, nullptr};
+        p.packed = scratch(t_pack_a, gemm::packed_floats(N, K));
+        ps.push_back(p);
     }
     if (dW) {
-        if (!acc_dW) std::fill(dW, dW + N * K, 0.0f);
-        // A(n, m) = dy[m, n]: dy read down a column, one scalar per (n, m).
-        gemm_acc(dW, K, dy, 1, N, x, K, N, K, M);
+        // A(n, m) = dy[m, n]: a_i = 1, so the kRows scalars of one p are adjacent in memory.
+        Product p{dW, K, dy, 1, N, x, K, 1, N, K, M, acc_dW ? Store::add : Store::overwrite, nullptr, nullptr};
+        p.packed = scratch(t_pack_b, gemm::packed_floats(M, K));
+        p.packed_a = scratch(t_pack_dy, size_t(p.row_blocks() * kBlockRows * M));
+        ps.push_back(p);
     }
+    if (!ps.empty()) run_products(ps);
     if (db) {
-        // Column sums in double: M can be thousands of rows.
-        std::vector<double> sum(static_cast<size_t>(N), 0.0);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++) sum[n] += dy[m * N + n];
-        for (int64_t n = 0; n < N; n++) db[n] = (acc_db ? db[n] : 0.0f) + static_cast<float>(sum[n]);
+        // Column sums in double (M can be thousands of rows), each column block by one task,
+        // the rows in order.
+        constexpr int64_t kColBlock = 64;
+        parallel_ranges(N, kColBlock, [&](int64_t n0, int64_t n1) {
+            double sum[kColBlock] = {};
+            for (int64_t m = 0; m < M; m++) {
+                const float* d = dy + m * N;
+                for (int64_t n = n0; n < n1; n++) sum[n - n0] += d[n];
+            }
+            for (int64_t n = n0; n < n1; n++) db[n] = (acc_db ? db[n] : 0.0f) + static_cast<float>(sum[n - n0]);
+        });
     }
 }
 

@@ -1,0 +1,121 @@
+// Our linear kernels against OpenBLAS sgemm at the presets' shapes (see bench/matmul_vs_openblas).
+//
+// For every preset and every linear layer shape (q/k/v/o, fc_in, fc_out, the tied logits) it
+// times the three products of a linear layer, forward y = x W^T, dx = dy W and dW = dy^T x, with
+// ptl::cpu::linear_forward / linear_backward and with cblas_sgemm (the same row-major operands,
+// transposes by flags). Alternating A B per repetition; the median of --reps is reported. Same
+// thread count on both sides. One JSON object per shape and product.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/backends/cpu/kernels.h"
+#include "engine/backends/cpu/thread_pool.h"
+#include "engine/config.h"
+
+extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename(void);
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+template <class F>
+double time_it(F f) {
+    const double t0 = now();
+    f();
+    return now() - t0;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+std::vector<float> fill(size_t n, unsigned seed) {
+    std::vector<float> v(n);
+    unsigned s = seed;
+    for (auto& x : v) {
+        s = s * 1664525u + 1013904223u;
+        x = float(int(s >> 9) % 2001 - 1000) * 1e-3f;
+    }
+    return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int threads = 2, reps = 7;
+    std::string presets = "tiny,small,medium,large,xl,huge,massive";
+    bool square = true;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string k = argv[i], v = argv[i + 1];
+        if (k == "--threads") threads = std::stoi(v);
+        else if (k == "--reps") reps = std::stoi(v);
+        else if (k == "--presets") presets = v;
+        else if (k == "--square") square = v != "0";
+    }
+    ptl::cpu::set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    std::fprintf(stderr, "OpenBLAS core: %s, threads %d\n", openblas_get_corename(), threads);
+
+    struct Shape { std::string preset, layer; int64_t M, N, K; };
+    std::vector<Shape> shapes;
+    if (square) shapes.push_back({"-", "square2048", 2048, 2048, 2048});
+    for (size_t a = 0; a < presets.size();) {
+        size_t b = presets.find(',', a);
+        if (b == std::string::npos) b = presets.size();
+        const ptl::Preset& p = ptl::find_preset(presets.substr(a, b - a));
+        const int64_t M = int64_t(p.batch) * p.model.ctx, d = p.model.d_model;
+        shapes.push_back({p.name, "qkvo", M, d, d});
+        shapes.push_back({p.name, "fc_in", M, 4 * d, d});
+        shapes.push_back({p.name, "fc_out", M, d, 4 * d});
+        shapes.push_back({p.name, "logits", M, 256, d});
+        a = b + 1;
+    }
+    for (const auto& s : shapes) {
+        const int64_t M = s.M, N = s.N, K = s.K;
+        const auto x = fill(M * K, 1), W = fill(N * K, 2), dy = fill(M * N, 3);
+        std::vector<float> y1(M * N), y2(M * N), dx1(M * K), dx2(M * K), dW1(N * K), dW2(N * K);
+        const char* names[3] = {"forward", "dx", "dW"};
+        for (int which = 0; which < 3; which++) {
+            auto ours = [&] {
+                if (which == 0) ptl::cpu::linear_forward(y1.data(), x.data(), W.data(), nullptr, M, N, K);
+                if (which == 1) ptl::cpu::linear_backward(dx1.data(), false, nullptr, false, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
+                if (which == 2) ptl::cpu::linear_backward(nullptr, false, dW1.data(), false, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
+            };
+            auto blas = [&] {
+                if (which == 0) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x.data(), K, W.data(), K, 0.0f, y2.data(), N);
+                if (which == 1) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy.data(), N, W.data(), K, 0.0f, dx2.data(), K);
+                if (which == 2) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dy.data(), N, x.data(), K, 0.0f, dW2.data(), K);
+            };
+            ours();
+            blas();
+            std::vector<double> ta, tb;
+            for (int r = 0; r < reps; r++) {
+                if (r % 2 == 0) { ta.push_back(time_it(ours)); tb.push_back(time_it(blas)); }
+                else { tb.push_back(time_it(blas)); ta.push_back(time_it(ours)); }
+            }
+            const auto& o = which == 0 ? y1 : which == 1 ? dx1 : dW1;
+            const auto& e = which == 0 ? y2 : which == 1 ? dx2 : dW2;
+            double err = 0, ref = 0;
+            for (size_t i = 0; i < o.size(); i++) {
+                err = std::max(err, double(std::fabs(o[i] - e[i])));
+                ref = std::max(ref, double(std::fabs(e[i])));
+            }
+            const double flops = 2.0 * M * N * K;
+            const double ga = flops / median(ta) / 1e9, gb = flops / median(tb) / 1e9;
+            std::printf("{\"preset\": \"%s\", \"layer\": \"%s\", \"product\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
+                        "\"threads\": %d, \"ptl_gflops\": %.1f, \"openblas_gflops\": %.1f, \"ratio\": %.3f, \"max_rel_diff\": %.2e}\n",
+                        s.preset.c_str(), s.layer.c_str(), names[which], (long long)M, (long long)N, (long long)K, threads,
+                        ga, gb, ga / gb, err / std::max(ref, 1e-30));
+            std::fflush(stdout);
+        }
+    }
+}

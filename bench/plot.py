@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""Plots bench/cpu_vs_pytorch's JSON lines: ms/step of ptl and PyTorch per preset, and the speedup.
+
+    /usr/bin/python3 bench/plot.py docs/bench/cpu_vs_pytorch.jsonl [--out docs/img/cpu_vs_pytorch.svg]
+                                    [--scaling docs/bench/ptl_threads.jsonl]
+
+Needs matplotlib (Debian: apt-get install python3-matplotlib). With --scaling (lines of
+`ptl bench --json` at 1 and 2 threads) a second panel shows the 1 -> 2 thread speedup.
+"""
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip().startswith("{")]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results", help="JSON lines of bench/cpu_vs_pytorch")
+    ap.add_argument("--scaling", help="JSON lines of ptl bench --json at several thread counts")
+    ap.add_argument("--out", default="docs/img/cpu_vs_pytorch.svg")
+    args = ap.parse_args()
+
+    rows = read_jsonl(args.results)
+    presets = [r["preset"] for r in rows]
+    panels = 2 if args.scaling else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2))
+    ax = axes[0] if panels > 1 else axes
+    x = range(len(rows))
+    w = 0.38
+    ax.bar([i - w / 2 for i in x], [r["ptl_ms_per_step"] for r in rows], w, label="ptl (this engine)")
+    ax.bar([i + w / 2 for i in x], [r["pytorch_ms_per_step"] for r in rows], w,
+           label="PyTorch 1.13 + OpenBLAS (SkylakeX)")
+    for i, r in enumerate(rows):
+        ax.annotate(f"{r['speedup']:.2f}x", (i, max(r["ptl_ms_per_step"], r["pytorch_ms_per_step"])),
+                    ha="center", va="bottom", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(presets)
+    ax.set_ylabel("ms per training step (log scale)")
+    threads = rows[0].get("threads", "?")
+    ax.set_title(f"Training step, {threads} threads (labels: PyTorch / ptl)")
+    ax.legend(fontsize=8)
+
+    if args.scaling:
+        by = defaultdict(dict)  # the best run of each (preset, threads)
+        for r in read_jsonl(args.scaling):
+            t = r["threads"]
+            by[r["preset"]][t] = min(by[r["preset"]].get(t, float("inf")), r["ms_per_step"])
+        names = [p for p in presets if 1 in by[p] and 2 in by[p]] or [p for p in by if 1 in by[p] and 2 in by[p]]
+        ax2 = axes[1]
+        ax2.bar(range(len(names)), [by[p][1] / by[p][2] for p in names], 0.6)
+        ax2.axhline(2.0, color="gray", lw=0.8, ls="--")
+        ax2.set_xticks(range(len(names)))
+        ax2.set_xticklabels(names)
+        ax2.set_ylabel("speedup 1 -> 2 threads")
+        ax2.set_title("ptl 1 -> 2 threads (the 2nd core was busy: see docs)")
+    fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every measurement of docs/performance.md, one after the other (never two at once), into docs/bench/:
+#   bench/run_all.sh [presets]        (default tiny,small,medium,large,xl,huge)
+# Then: /usr/bin/python3 bench/plot.py docs/bench/cpu_vs_pytorch_2t.jsonl --scaling docs/bench/ptl_threads.jsonl
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PRESETS="${1:-tiny,small,medium,large,xl,huge}"
+PTL="${PTL:-build-perf/ptl}"
+OUT=docs/bench
+mkdir -p "$OUT"
+{ date -u; uname -a; grep -m1 "model name" /proc/cpuinfo; nproc; uptime; } > "$OUT/machine.txt"
+# 1. ptl alone, 1 and 2 threads alternated (thread scaling), with the measured matmul peak and --ops.
+: > "$OUT/ptl_threads.jsonl"
+for round in 1 2; do
+  for t in 1 2; do "$PTL" bench --json --ops --presets "$PRESETS,massive" --threads $t --steps 5 --warmup 2 >> "$OUT/ptl_threads.jsonl"; done
+done
+# 2. ptl against PyTorch (OpenBLAS SkylakeX), A/B alternated, 1 and 2 threads.
+for t in 1 2; do
+  : > "$OUT/cpu_vs_pytorch_${t}t.jsonl"
+  /usr/bin/python3 bench/cpu_vs_pytorch --presets "$PRESETS" --threads $t --steps 5 --warmup 2 --rounds 2 \
+    --ptl "$PTL" --json-out "$OUT/cpu_vs_pytorch_${t}t.jsonl" > /dev/null
+done
+# 3. The matmuls against OpenBLAS sgemm, 1 and 2 threads.
+for t in 1 2; do
+  bench/matmul_vs_openblas --threads $t --reps 7 --presets "$PRESETS,massive" > "$OUT/matmul_vs_openblas_${t}t.jsonl"
+done
+uptime >> "$OUT/machine.txt"

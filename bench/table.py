@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""Prints the result tables of docs/performance.md from the JSON lines in docs/bench/.
+
+    /usr/bin/python3 bench/table.py [docs/bench] [--peak 182]
+
+Files read (each optional): cpu_vs_pytorch_1t.jsonl, cpu_vs_pytorch_2t.jsonl (bench/cpu_vs_pytorch),
+ptl_threads.jsonl and ptl_threads_quiet.jsonl (ptl bench --json at 1 and 2 threads),
+matmul_vs_openblas_1t.jsonl / _2t.jsonl (bench/matmul_vs_openblas).
+"""
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+# PyTorch, 2 threads, OpenBLAS SkylakeX, measured earlier on a quiet machine (shared/notes/toolchain.md).
+QUIET_PYTORCH_2T = {"small": 24, "medium": 64, "large": 159, "xl": 185, "huge": 634}
+ORDER = ["tiny", "small", "medium", "large", "xl", "huge", "massive", "mega", "behemoth"]
+
+
+def rows(path):
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip().startswith("{")]
+
+
+def best(rs, preset, threads, key="ms_per_step"):
+    c = [r[key] for r in rs if r["preset"] == preset and r["threads"] == threads]
+    return min(c) if c else None
+
+
+def ab_table(vs, threads):
+    if not vs:
+        return
+    print(f"\n#### ptl against PyTorch, {threads} thread(s), same run (A B, B A), cpu_vs_pytorch_{threads}t.jsonl\n")
+    print("| preset | ptl ms/step | PyTorch ms/step | speedup | ptl runs | PyTorch runs |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in vs:
+        print(f"| {r['preset']} | {r['ptl_ms_per_step']:.1f} | {r['pytorch_ms_per_step']:.1f} | **{r['speedup']:.2f}x** | "
+              f"{', '.join(f'{x:.1f}' for x in r['ptl_runs'])} | {', '.join(f'{x:.1f}' for x in r['pytorch_runs'])} |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir", nargs="?", default="docs/bench")
+    ap.add_argument("--peak", type=float, default=182.0, help="1-thread sgemm peak (GFLOP/s) for MFU")
+    args = ap.parse_args()
+    d = Path(args.dir)
+
+    ab_table(rows(d / "cpu_vs_pytorch_1t.jsonl"), 1)
+    ab_table(rows(d / "cpu_vs_pytorch_2t.jsonl"), 2)
+
+    pt = rows(d / "ptl_threads.jsonl")
+    presets = [p for p in ORDER if any(r["preset"] == p for r in pt)]
+    if pt:
+        print("\n#### ptl per preset (ptl bench), ptl_threads.jsonl\n")
+        print(f"GFLOP/s and MFU from the 1-thread CPU time per step; MFU against {args.peak:.0f} GFLOP/s.\n")
+        print("| preset | params | tokens/step | GFLOP/step | 1 thread: best wall ms | 1 thread: CPU ms/step | GFLOP/s | "
+              "MFU | 2 threads: best wall ms | 1 -> 2 (wall) | PyTorch 2 threads, quiet machine (earlier) | "
+              "ptl 1 thread vs that |")
+        print("| --- " * 12 + "|")
+        for p in presets:
+            r1 = next(r for r in pt if r["preset"] == p)
+            w1, c1, w2 = best(pt, p, 1), best(pt, p, 1, "cpu_ms_per_step"), best(pt, p, 2)
+            g = r1["gflop_per_step"] / (c1 / 1e3)
+            q = QUIET_PYTORCH_2T.get(p)
+            print(f"| {p} | {r1['params']:,} | {r1['tokens_per_step']} | {r1['gflop_per_step']:.3f} | {w1:.1f} | {c1:.1f} | "
+                  f"{g:.0f} | {g / args.peak:.0%} | {w2:.1f} | {w1 / w2:.2f}x | {q if q else '-'} | "
+                  f"{(f'{q / c1:.2f}x') if q else '-'} |")
+        print("\n#### Memory (each preset's own process)\n")
+        print("| preset | weights MiB | grads MiB | moments MiB | arena before (one slot per tensor) MiB | arena now MiB | "
+              "needed MiB | peak RSS MiB | RSS / needed |")
+        print("| --- " * 9 + "|")
+        for p in presets:
+            r = next(r for r in pt if r["preset"] == p)
+            print(f"| {p} | {r['weights_mib']:.1f} | {r['grads_mib']:.1f} | {r['moments_mib']:.1f} | "
+                  f"{r['activations_mib'] + r['grads_mib']:.1f} | {r['arena_mib']:.1f} | {r['needed_mib']:.1f} | "
+                  f"{r['peak_rss_mib']:.0f} | {r['peak_rss_mib'] / r['needed_mib']:.2f} |")
+
+    q = rows(d / "ptl_threads_quiet.jsonl")
+    if q:
+        print("\n#### 1 -> 2 threads, measured only when a probe found both cores free, ptl_threads_quiet.jsonl\n")
+        print("| preset | 1 thread ms | 2 threads ms | speedup | PyTorch 2 threads, quiet machine (earlier) | ptl 2 threads vs that |")
+        print("| --- " * 6 + "|")
+        for p in [p for p in ORDER if any(r["preset"] == p for r in q)]:
+            w1, w2 = best(q, p, 1), best(q, p, 2)
+            if w1 is None or w2 is None:
+                continue
+            qq = QUIET_PYTORCH_2T.get(p)
+            print(f"| {p} | {w1:.1f} | {w2:.1f} | {w1 / w2:.2f}x | {qq if qq else '-'} | {(f'{qq / w2:.2f}x') if qq else '-'} |")
+
+    for t in (1, 2):
+        mm = rows(d / f"matmul_vs_openblas_{t}t.jsonl")
+        if not mm:
+            continue
+        print(f"\n#### Matrix products against OpenBLAS sgemm (SkylakeX), {t} thread(s), matmul_vs_openblas_{t}t.jsonl\n")
+        print("| preset | layer | product | M x N x K | ptl GFLOP/s | OpenBLAS GFLOP/s | ratio |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in mm:
+            print(f"| {r['preset']} | {r['layer']} | {r['product']} | {r['M']}x{r['N']}x{r['K']} | "
+                  f"{r['ptl_gflops']:.0f} | {r['openblas_gflops']:.0f} | {r['ratio']:.2f} |")
+        ratios = [r["ratio"] for r in mm if r["preset"] != "-"]
+        print(f"\nOver the presets' shapes: median ratio {statistics.median(ratios):.2f}, "
+              f"geometric mean {statistics.geometric_mean(ratios):.2f}, minimum {min(ratios):.2f}.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+#!/usr/bin/env node
+// WebGPU backend speed: the tiled matmul kernel (kernels/linear.wgsl) in GFLOP/s at the presets'
+// Linear shapes and at 4096^3, and whole training steps (ms/step) per preset.
+//
+//   (cd web/webgpu && npm install && npm run build)
+//   node bench/webgpu_bench.mjs [--presets tiny,small,...|all] [--matmul preset|4096|none]
+//                               [--steps 20] [--warmup 3] [--reps 20] [--ptl build-gpu/ptl] [--profile]
+//                               [--tile 64|128] [--split N] [--attn-rows 32|64] [--dawn enable-dawn-features=...]
+//
+// Prints one JSON line per measurement and a summary line:
+//   {"kind":"matmul","shape":"...","M","N","K","ms","gflops","max_rel_err"}
+//   {"kind":"train_step","preset","batch","ms_per_step","tokens_per_s","dispatches","loss_first","loss_last"}
+//   {"kind":"summary","adapter", ...}
+// Timing: after at least 0.5 s of untimed runs (the GPU clocks ramp up under load), `reps`
+// products (at least 0.3 s of them) or `steps` training steps are recorded back to back and
+// submitted at once, and the wall time until the queue is idle is divided by their number. Training uses random weights (N(0, 0.02), LayerNorm gains 1) and random tokens: speed
+// does not depend on the values. The programs come from `ptl program`.
+// Device: the default Vulkan driver (on the H200 machine, see shared/tools/gpu-webgpu-pack);
+// set VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json for SwiftShader (tiny only).
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const DIST = path.join(ROOT, 'web', 'webgpu', 'dist');
+if (!existsSync(path.join(DIST, 'node.js'))) {
+  console.error('build the WebGPU package first: cd web/webgpu && npm install && npm run build');
+  process.exit(2);
+}
+const { createNodeBackend } = await import(path.join(DIST, 'node.js'));
+
+const args = {};
+for (let i = 2; i < process.argv.length; i++) {
+  const a = process.argv[i];
+  if (!a.startsWith('--')) continue;
+  const next = process.argv[i + 1];
+  if (next === undefined || next.startsWith('--')) args[a.slice(2)] = true;
+  else { args[a.slice(2)] = next; i++; }
+}
+const PRESETS = {
+  tiny: { layers: 2, d: 48, heads: 3, ctx: 32, batch: 16 },
+  small: { layers: 3, d: 96, heads: 3, ctx: 64, batch: 16 },
+  medium: { layers: 4, d: 128, heads: 4, ctx: 96, batch: 16 },
+  large: { layers: 6, d: 192, heads: 6, ctx: 128, batch: 12 },
+  xl: { layers: 8, d: 256, heads: 8, ctx: 128, batch: 8 },
+  huge: { layers: 12, d: 256, heads: 8, ctx: 256, batch: 8 },
+  massive: { layers: 14, d: 384, heads: 12, ctx: 256, batch: 4 },
+  mega: { layers: 14, d: 384, heads: 12, ctx: 512, batch: 2 },
+  behemoth: { layers: 24, d: 1280, heads: 20, ctx: 512, batch: 1 },
+};
+const presetArg = String(args.presets ?? 'tiny,small,medium,large,xl,huge,massive,mega,behemoth');
+const presets = presetArg === 'all' ? Object.keys(PRESETS) : presetArg.split(',').filter(Boolean);
+const matmulMode = String(args.matmul ?? 'preset,4096');
+const steps = Number(args.steps ?? 20);
+const warmup = Number(args.warmup ?? 3);
+const reps = Number(args.reps ?? 20);
+const ptl = String(args.ptl ?? process.env.PTL ?? path.join(ROOT, 'build-gpu', 'ptl'));
+
+const tileOpt = args.tile ? Number(args.tile) : 'auto';
+const splitOpt = args.split ? Number(args.split) : 'auto';
+const rowsOpt = args['attn-rows'] ? Number(args['attn-rows']) : 'auto';
+const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(',') : [], { matmulTile: tileOpt, matmulSplit: splitOpt, attentionRows: rowsOpt });
+const { backend: be, device } = gpu;
+const emit = (o) => console.log(JSON.stringify(o));
+const summary = { kind: 'summary', adapter: gpu.description, matmul_tile: tileOpt, matmul_split: splitOpt, attention_rows: rowsOpt, dawn: args.dawn ?? null, features: [...gpu.adapter.features].filter((f) => /subgroup|timestamp|f16/.test(f)),
+  maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize, matmul: [], train: [] };
+
+function lcg(seed) {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296) * 2 - 1;
+}
+const t = (name, shape, kind = 'activation') => ({ name, kind, dtype: 'f32', shape, trainable: false });
+
+// Untimed runs until at least `seconds` have passed (GPU clocks ramp up under load).
+async function warm(ex, seconds = 0.5) {
+  const t0 = performance.now();
+  let n = 1;
+  while (performance.now() - t0 < seconds * 1000) {
+    await timeRuns(ex, n);
+    n = Math.min(n * 2, 64);
+  }
+}
+
+async function timeRuns(ex, count) {
+  const encoder = device.createCommandEncoder();
+  for (let i = 0; i < count; i++) ex.encode(encoder);
+  const t0 = performance.now();
+  device.queue.submit([encoder.finish()]);
+  await device.queue.onSubmittedWorkDone();
+  be.check();
+  return (performance.now() - t0) / count;
+}
+
+// ---- matmul: y[M,N] = x[M,K] W[N,K]^T (the forward Linear layout) -------------------------------
+async function benchMatmul(label, M, N, K) {
+  const program = { format: 'ptl-program', version: 1, name: `matmul ${label}`,
+    tensors: [t('x', [M, K]), t('W', [N, K]), t('y', [M, N])], ops: [{ op: 'linear', inputs: [0, 1, -1], outputs: [2], attrs: {} }] };
+  const ex = await be.load(program);
+  const r = lcg(M * 31 + N * 7 + K);
+  const x = Float32Array.from({ length: M * K }, r), W = Float32Array.from({ length: N * K }, r);
+  ex.write('x', x);
+  ex.write('W', W);
+  await warm(ex);
+  const est = await timeRuns(ex, 1);
+  const n = Math.max(reps, Math.ceil(300 / Math.max(est, 1e-3))); // at least ~0.3 s of work
+  const ms = await timeRuns(ex, Math.min(n, 5000));
+  // Spot-check 16 outputs against a float64 dot product.
+  const y = await ex.read('y');
+  let maxRel = 0;
+  for (let s = 0; s < 16; s++) {
+    const i = (s * 7919) % M, j = (s * 104729) % N;
+    let ref = 0, mag = 0;
+    for (let k = 0; k < K; k++) { ref += x[i * K + k] * W[j * K + k]; mag += Math.abs(x[i * K + k] * W[j * K + k]); }
+    maxRel = Math.max(maxRel, Math.abs(y[i * N + j] - ref) / Math.max(mag, 1e-30));
+  }
+  ex.destroy();
+  const o = { kind: 'matmul', shape: label, M, N, K, ms: +ms.toFixed(4), gflops: +((2 * M * N * K) / (ms * 1e6)).toPrecision(4), max_rel_err: maxRel };
+  summary.matmul.push({ shape: label, gflops: o.gflops });
+  emit(o);
+}
+
+if (matmulMode !== 'none') {
+  const modes = matmulMode.split(',');
+  if (modes.includes('preset'))
+    for (const p of presets) {
+      const c = PRESETS[p];
+      const M = c.batch * c.ctx;
+      await benchMatmul(`${p} qkv/o`, M, c.d, c.d);
+      await benchMatmul(`${p} fc_in`, M, 4 * c.d, c.d);
+      await benchMatmul(`${p} fc_out`, M, c.d, 4 * c.d);
+      await benchMatmul(`${p} lm_head`, M, 256, c.d);
+    }
+  if (modes.includes('4096')) await benchMatmul('4096^3', 4096, 4096, 4096);
+}
+
+// ---- training steps ------------------------------------------------------------------------------
+for (const p of presets) {
+  const c = PRESETS[p];
+  const program = JSON.parse(execFileSync(ptl, ['program', '--preset', p, '--program', 'train'], { encoding: 'utf8', maxBuffer: 1 << 28 }));
+  const r = lcg(7);
+  for (const tn of program.tensors.filter((x) => x.kind === 'parameter')) {
+    const n = tn.shape.reduce((a, b) => a * b, 1);
+    const data = new Float32Array(n);
+    if (/ln\d?\.weight$|ln_f\.weight$/.test(tn.name)) data.fill(1);
+    else if (!tn.name.endsWith('.bias')) for (let i = 0; i < n; i++) data[i] = r() * 0.035; // ~N(0, 0.02) spread
+    be.setPersistent(tn.name, tn.shape, data);
+  }
+  const t0 = performance.now();
+  const ex = await be.load(program);
+  const loadS = (performance.now() - t0) / 1000;
+  const tokens = ex.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
+  const tok = Int32Array.from({ length: tokens }, () => Math.floor((r() + 1) * 127.99));
+  ex.setInput('tokens', tok);
+  ex.setInput('targets', tok.map((x) => (x * 7 + 3) % 256));
+  ex.setHparams(3e-4, 1);
+  const first = (await ex.run(['loss'])).get('loss')[0];
+  await timeRuns(ex, warmup);
+  await warm(ex);
+  const ms = await timeRuns(ex, steps);
+  const last = (await ex.run(['loss'])).get('loss')[0];
+  const o = { kind: 'train_step', preset: p, batch: c.batch, ms_per_step: +ms.toFixed(3), tokens_per_s: Math.round((tokens / ms) * 1000),
+    dispatches: ex.dispatchCount, load_s: +loadS.toFixed(2), loss_first: first, loss_last: last };
+  emit(o);
+  summary.train.push({ preset: p, ms_per_step: o.ms_per_step });
+  if (args.profile) {
+    const prof = await ex.profile();
+    emit({ kind: 'profile', preset: p, ms: Object.fromEntries([...prof.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, +(v * 1000).toFixed(3)])) });
+  }
+  ex.destroy();
+  be.clearStore(); // drop this preset's weights and moments before the next
+}
+emit(summary);
+device.destroy();
+process.exit(0);

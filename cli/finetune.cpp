@@ -1,0 +1,159 @@
+#include "cli/finetune.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/progress.h"
+#include "engine/error.h"
+#if __has_include("engine/backends/cpu/thread_pool.h")
+#include "engine/backends/cpu/thread_pool.h"
+#define PTL_HAS_THREAD_POOL 1
+#endif
+
+namespace ptl::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+std::string nonfinite_name(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+infinity" : "-infinity"; }
+
+}  // namespace
+
+void add_finetune_options(CLI::App* cmd, FinetuneArgs& a) {
+  cmd->add_option("--base", a.base, "Base model checkpoint (.tinygpt)")->required();
+  cmd->add_option("--data", a.data, "Training data: FILE.jsonl = SFT examples, any other file = plain text")->required();
+  cmd->add_option("--out", a.out, "Output folder")->required();
+  cmd->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", a.lr, "Peak learning rate")->capture_default_str();
+  cmd->add_option("--batch", a.batch, "Sequences per batch (default: the base run's)");
+  cmd->add_option("--schedule", a.schedule, "Learning-rate schedule")
+      ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
+  cmd->add_option("--warmup", a.warmup, "Warm-up steps (default: min(100, steps/10))");
+  cmd->add_option("--seed", a.seed, "Seed for the adapters and the data order")->capture_default_str();
+  cmd->add_option("--eval-every", a.eval_every, "Validation loss and a save every N steps (0 = only at the end)")
+      ->capture_default_str();
+  cmd->add_option("--log-every", a.log_every, "When stdout is not a terminal, print a line every N steps")
+      ->capture_default_str();
+  cmd->add_option("--threads", a.threads, "CPU threads (default: $PTL_THREADS, else all cores)");
+}
+
+std::unique_ptr<Trainer> setup_finetune(const FinetuneArgs& a) {
+#ifdef PTL_HAS_THREAD_POOL
+  if (a.threads > 0) cpu::set_num_threads(a.threads);
+#endif
+  auto trainer = Trainer::from_checkpoint(read_file_bytes(a.base), a.base);
+  TrainConfig tc = trainer->train_config();  // the base run's optimizer settings, then ours
+  if (a.batch) tc.batch = a.batch;
+  tc.steps = a.steps;
+  tc.lr = a.lr;
+  tc.schedule = a.schedule;
+  tc.warmup = a.warmup;
+  tc.seed = a.seed;
+  tc.eval_every = a.eval_every;
+  tc.sample_every = 0;
+  tc.data_path = fs::absolute(a.data).string();
+  trainer->start_finetune(tc);
+  const int ctx = trainer->model_config().ctx;
+  if (a.data.ends_with(".jsonl")) {
+    trainer->set_sft_data(std::make_unique<SftData>(read_sft_file(a.data), ctx, 0.1, a.data));
+  } else {
+    trainer->set_corpus(read_text_file(a.data), a.data);
+  }
+  return trainer;
+}
+
+std::string describe_data(Trainer& t) {
+  const std::string& path = t.train_config().data_path;
+  char buf[512];
+  if (t.has_sft_data()) {
+    const SftData& d = t.sft_data();
+    std::snprintf(buf, sizeof buf, "%s (SFT: %zu training / %zu validation examples, %lld training bytes with the template)",
+                  path.c_str(), d.train_examples(), d.val_examples(), (long long)d.train_bytes());
+  } else {
+    std::snprintf(buf, sizeof buf, "%s (text: %zu train / %zu val bytes)", path.c_str(), t.corpus().train().size(),
+                  t.corpus().val().size());
+  }
+  return buf;
+}
+
+void run_finetune_loop(Trainer& trainer, const FinetuneArgs& a, const std::function<void()>& save,
+                       const std::string& result) {
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  check(!ec, "cannot create output folder " + a.out + ": " + ec.message());
+  const std::string metrics_path = (fs::path(a.out) / "metrics.jsonl").string();
+  std::ofstream metrics(metrics_path, std::ios::trunc);
+  check(bool(metrics), "cannot write " + metrics_path);
+  const TrainConfig& tc = trainer.train_config();
+  const bool has_val = trainer.has_sft_data() ? trainer.sft_data().has_val() : trainer.corpus().has_val();
+  const int64_t last = tc.steps;
+
+  int64_t saved_step = -1;
+  g_interrupted = false;
+  auto old_handler = std::signal(SIGINT, [](int) { g_interrupted = true; });
+  Progress progress(0, last, a.log_every);
+  double ema_tps = 0;
+  if (has_val) {
+    const EvalResult v = trainer.validation_loss();
+    char line[160];
+    std::snprintf(line, sizeof line, "step 0: val loss %.4f (perplexity %.2f)", v.loss, v.perplexity());
+    progress.message(line);
+    metrics << nlohmann::json{{"step", 0}, {"val_loss", v.loss}}.dump() << "\n";
+  }
+  for (int64_t step = 1; step <= last; ++step) {
+    StepResult r = trainer.train_step();
+    trainer.add_elapsed(r.seconds);
+    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+      progress.finish();
+      std::signal(SIGINT, old_handler);
+      fail("training diverged at step " + std::to_string(step) + ": " + (std::isfinite(r.loss) ? "gradient norm" : "loss") +
+           " is " + nonfinite_name(std::isfinite(r.loss) ? r.grad_norm : r.loss) + " (try a lower --lr); " +
+           (saved_step >= 0 ? "the " + result + " of step " + std::to_string(saved_step) + " is saved"
+                            : std::string("nothing was saved")));
+    }
+    const double tps = r.tokens / r.seconds;
+    ema_tps = ema_tps == 0 ? tps : 0.9 * ema_tps + 0.1 * tps;
+    nlohmann::json m = {{"step", step},           {"train_loss", r.loss},  {"lr", r.lr},
+                        {"grad_norm", r.grad_norm}, {"tokens_per_s", tps}, {"elapsed_s", trainer.state().elapsed_seconds}};
+    LossPoint point{step, r.loss, std::nullopt};
+    const bool do_eval = has_val && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == last);
+    if (do_eval) {
+      auto t0 = std::chrono::steady_clock::now();
+      EvalResult val = trainer.validation_loss();
+      trainer.add_elapsed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      m["val_loss"] = val.loss;
+      point.val_loss = val.loss;
+      char line[160];
+      std::snprintf(line, sizeof line, "step %lld: train loss %.4f, val loss %.4f (perplexity %.2f)", (long long)step,
+                    r.loss, val.loss, val.perplexity());
+      progress.message(line);
+    }
+    if (do_eval || step % 10 == 0) trainer.history().push_back(point);
+    metrics << m.dump() << "\n";
+    if (do_eval || step == last || g_interrupted) {
+      metrics.flush();
+      save();
+      saved_step = step;
+    }
+    progress.update(step, r.loss, ema_tps, r.lr);
+    if (g_interrupted) {
+      progress.finish();
+      std::signal(SIGINT, old_handler);
+      std::printf("interrupted at step %lld; the %s of that step is saved (fine-tuning runs do not resume: "
+                  "start again with --steps to train longer)\n",
+                  (long long)step, result.c_str());
+      return;
+    }
+  }
+  std::signal(SIGINT, old_handler);
+  progress.finish();
+}
+
+}  // namespace ptl::cli

@@ -1,0 +1,257 @@
+// ptl lora train | merge | info: LoRA adapters on a frozen base checkpoint (docs/post-training.md).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/finetune.h"
+#include "engine/error.h"
+#include "engine/trainer.h"
+
+namespace ptl::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kAdapterFile = "adapter.tinygpt-lora";
+
+struct LoraArgs {
+  FinetuneArgs run;
+  int rank = 4;
+  double alpha = 8.0;
+  std::string targets = "q,v";
+  double weight_decay = 0.0;
+};
+
+int64_t count(const std::vector<TensorInfo>& tensors) {
+  int64_t n = 0;
+  for (const auto& t : tensors) n += t.numel();
+  return n;
+}
+
+void run_lora_train(const LoraArgs& a) {
+  LoraConfig lora;
+  lora.rank = a.rank;
+  lora.alpha = a.alpha;
+  lora.targets = parse_lora_targets(a.targets);
+  lora.weight_decay = a.weight_decay;
+  validate_lora(lora);
+  auto trainer = setup_finetune(a.run);
+  trainer->enable_lora(lora, a.run.seed);
+  const ModelConfig& mc = trainer->model_config();
+  const TrainConfig& tc = trainer->train_config();
+  const int64_t adapter_params = count(adapter_tensors(mc, lora));
+  const std::string path = (fs::path(a.run.out) / kAdapterFile).string();
+  std::printf("ptl lora train: base %s (%d layers, d %d, ctx %d, %lld parameters, frozen)\n"
+              "adapters: rank %d, alpha %g on %s: %lld trainable parameters (%.2f%% of the base)\n"
+              "batch %d, %s lr %.2e, %lld steps\ndata: %s\nout: %s\n",
+              a.run.base.c_str(), mc.n_layers, mc.d_model, mc.ctx, (long long)mc.param_count(), lora.rank, lora.alpha,
+              lora_targets_string(lora.targets).c_str(), (long long)adapter_params,
+              100.0 * double(adapter_params) / double(mc.param_count()), tc.batch, tc.schedule.c_str(), tc.lr,
+              (long long)tc.steps, describe_data(*trainer).c_str(), a.run.out.c_str());
+  std::fflush(stdout);
+  run_finetune_loop(*trainer, a.run, [&] { write_file_atomic(path, trainer->save_adapter()); }, "adapter");
+  const auto& s = trainer->state();
+  std::printf("done: %lld steps, %.1f s (%.0f tokens/s). Adapter: %s (%lld bytes)\n", (long long)s.step,
+              s.elapsed_seconds, double(s.tokens_seen) / std::max(1e-9, s.elapsed_seconds), path.c_str(),
+              (long long)fs::file_size(path));
+}
+
+struct MergeArgs {
+  std::string base, adapter, out;
+};
+
+void run_lora_merge(const MergeArgs& a) {
+  auto trainer = Trainer::from_checkpoint(read_file_bytes(a.base), a.base);
+  trainer->load_adapter(read_file_bytes(a.adapter), a.adapter);
+  const LoraConfig lora = trainer->lora_config();
+  trainer->merge_lora();
+  write_file_atomic(a.out, trainer->save_checkpoint(false));
+  std::printf("merged %s (rank %d, alpha %g on %s) into %s: %s\n", a.adapter.c_str(), lora.rank, lora.alpha,
+              lora_targets_string(lora.targets).c_str(), a.base.c_str(), a.out.c_str());
+}
+
+struct InfoArgs {
+  std::string adapter;
+  bool json = false;
+};
+
+void run_lora_info(const InfoArgs& a) {
+  const auto bytes = read_file_bytes(a.adapter);
+  SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), a.adapter);
+  AdapterContents c = inspect_adapter(f, a.adapter);
+  const int64_t params = count(adapter_tensors(c.base_model, c.lora));
+  nlohmann::json j = {{"adapter", a.adapter},
+                      {"format_version", kAdapterVersion},
+                      {"created_by", c.created_by},
+                      {"base_sha256", c.base_sha256},
+                      {"base_model_config", c.base_model.to_json()},
+                      {"base_parameters", c.base_model.param_count()},
+                      {"lora_config", lora_to_json(c.lora)},
+                      {"parameters", params},
+                      {"steps", c.steps}};
+  if (c.train) j["train_config"] = c.train->to_json();
+  if (!c.history.empty()) {
+    const auto& h = c.history.back();
+    j["last_loss"] = {{"step", h.step}, {"train_loss", h.train_loss}};
+    if (h.val_loss) j["last_loss"]["val_loss"] = *h.val_loss;
+  }
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("adapter:     %s (tinygpt-lora %d, %s)\n", a.adapter.c_str(), kAdapterVersion, c.created_by.c_str());
+  std::printf("base:        sha256 %s\n             %d layers, d_model %d, %d heads, context %d (%lld parameters)\n",
+              c.base_sha256.c_str(), c.base_model.n_layers, c.base_model.d_model, c.base_model.n_heads, c.base_model.ctx,
+              (long long)c.base_model.param_count());
+  std::printf("lora:        rank %d, alpha %g, targets %s, weight decay %g: %lld parameters (%.2f%% of the base)\n",
+              c.lora.rank, c.lora.alpha, lora_targets_string(c.lora.targets).c_str(), c.lora.weight_decay,
+              (long long)params, 100.0 * double(params) / double(c.base_model.param_count()));
+  std::printf("trained:     %lld steps", (long long)c.steps);
+  if (c.train && !c.train->data_path.empty()) std::printf(" on %s", c.train->data_path.c_str());
+  std::printf("\n");
+  if (j.contains("last_loss")) {
+    std::printf("last loss:   step %lld, train %.4f", (long long)j["last_loss"]["step"].get<int64_t>(),
+                j["last_loss"]["train_loss"].get<double>());
+    if (j["last_loss"].contains("val_loss")) std::printf(", val %.4f", j["last_loss"]["val_loss"].get<double>());
+    std::printf("\n");
+  }
+}
+
+struct BenchArgs {
+  std::string presets = "small,large";
+  int rank = 4, steps = 20, warmup = 3;
+  double alpha = 8.0;
+  std::string targets = "q,v";
+  bool json = false;
+};
+
+// Bytes of a training program's tensors by role, as the CPU backend lays them out: persistent
+// ones in the store (weights, AdamW moments), the rest in the executor's arena.
+nlohmann::json program_bytes(const Program& p) {
+  int64_t weights = 0, grads = 0, moments = 0, acts = 0;
+  for (const auto& t : p.tensors) {
+    if (t.kind == TensorKind::parameter) weights += t.bytes();
+    else if (t.kind == TensorKind::optim_state) moments += t.bytes();
+    else if (t.kind == TensorKind::gradient && p.find(t.name.substr(5)) >= 0 &&
+             p.tensor(p.find(t.name.substr(5))).kind == TensorKind::parameter)
+      grads += t.bytes();
+    else acts += t.bytes();
+  }
+  // (The arena can be smaller than the sum of the rest: the backend may reuse memory.)
+  return {{"weights", weights}, {"gradients", grads}, {"moments", moments}, {"other_tensors_sum", acts}};
+}
+
+// Full fine-tuning against LoRA on the same base: memory (store + arena) and step time, the two
+// sides alternating step by step so machine noise hits both alike.
+void run_lora_bench(const BenchArgs& a) {
+  LoraConfig lora;
+  lora.rank = a.rank;
+  lora.alpha = a.alpha;
+  lora.targets = parse_lora_targets(a.targets);
+  validate_lora(lora);
+  nlohmann::json out = nlohmann::json::array();
+  std::stringstream list(a.presets);
+  for (std::string name; std::getline(list, name, ',');) {
+    const Preset& preset = find_preset(name);
+    TrainConfig tc;
+    tc.batch = preset.batch;
+    tc.steps = 1000;
+    const auto bytes = Trainer(preset.model, tc).save_checkpoint(false);
+    auto full = Trainer::from_checkpoint(bytes, name), adapted = Trainer::from_checkpoint(bytes, name);
+    full->start_finetune(tc);
+    adapted->start_finetune(tc);
+    adapted->enable_lora(lora, 1);
+    Rng rng(7);
+    Batch b{tc.batch, preset.model.ctx, std::vector<int32_t>(size_t(tc.batch) * preset.model.ctx),
+            std::vector<int32_t>(size_t(tc.batch) * preset.model.ctx)};
+    for (auto& t : b.inputs) t = int32_t(rng.below(256));
+    for (auto& t : b.targets) t = int32_t(rng.below(256));
+    std::vector<double> tf, tl;
+    for (int i = 0; i < a.warmup + a.steps; ++i) {
+      const double f = full->train_step(b).seconds, l = adapted->train_step(b).seconds;
+      if (i >= a.warmup) tf.push_back(f), tl.push_back(l);
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    auto side = [&](Trainer& t, const std::vector<double>& times) {
+      nlohmann::json j = program_bytes(t.train_executor().program());
+      j["store_bytes"] = t.store().bytes();
+      j["arena_bytes"] = t.train_executor().arena_bytes();
+      j["total_bytes"] = t.store().bytes() + t.train_executor().arena_bytes();
+      j["step_ms"] = 1000 * median(times);
+      return j;
+    };
+    nlohmann::json j = {{"preset", preset.name}, {"batch", tc.batch}, {"parameters", preset.model.param_count()},
+                        {"lora", lora_to_json(lora)}, {"adapter_parameters", count(adapter_tensors(preset.model, lora))},
+                        {"full", side(*full, tf)}, {"lora_run", side(*adapted, tl)}};
+    out.push_back(j);
+    if (a.json) continue;
+    auto mib = [](const nlohmann::json& v) { return double(v.get<int64_t>()) / (1 << 20); };
+    const auto &F = j["full"], &L = j["lora_run"];
+    std::printf("%s (batch %d, %lld parameters; LoRA rank %d on %s: %lld trainable)\n", preset.name.c_str(), tc.batch,
+                (long long)preset.model.param_count(), lora.rank, lora_targets_string(lora.targets).c_str(),
+                (long long)j["adapter_parameters"].get<int64_t>());
+    std::printf("  %-5s %10s %10s %10s | %10s %10s %10s | %9s\n", "", "weights", "grads", "moments", "store", "arena",
+                "total", "step");
+    for (const auto* s : {&F, &L}) {
+      const auto& v = *s;
+      std::printf("  %-5s %6.2f MiB %6.2f MiB %6.2f MiB | %6.2f MiB %6.2f MiB %6.2f MiB | %6.1f ms\n", s == &F ? "full" : "lora",
+                  mib(v["weights"]), mib(v["gradients"]), mib(v["moments"]), mib(v["store_bytes"]), mib(v["arena_bytes"]),
+                  mib(v["total_bytes"]), v["step_ms"].get<double>());
+    }
+    std::printf("  lora/full: memory %.2fx, step time %.2fx\n", mib(L["total_bytes"]) / mib(F["total_bytes"]),
+                L["step_ms"].get<double>() / F["step_ms"].get<double>());
+    std::fflush(stdout);
+  }
+  if (a.json) std::printf("%s\n", out.dump(2).c_str());
+}
+
+}  // namespace
+
+void add_lora(CLI::App& app) {
+  CLI::App* lora = app.add_subcommand("lora", "LoRA adapters: train on a frozen base, merge into it, describe");
+  lora->require_subcommand(1);
+
+  auto t = std::make_shared<LoraArgs>();
+  t->run.lr = 1e-3;
+  CLI::App* train = lora->add_subcommand(
+      "train", "Train a LoRA adapter on a frozen base (.txt = next-byte LM, .jsonl = SFT) into OUT/" + std::string(kAdapterFile));
+  add_finetune_options(train, t->run);
+  train->add_option("--rank", t->rank, "Adapter rank r")->capture_default_str();
+  train->add_option("--alpha", t->alpha, "Scale: the update is (alpha / r) B A")->capture_default_str();
+  train->add_option("--targets", t->targets, "Projections to adapt: q,k,v,o,fc_in,fc_out (or attn, mlp, all)")
+      ->capture_default_str();
+  train->add_option("--weight-decay", t->weight_decay, "AdamW weight decay on the adapters")->capture_default_str();
+  train->callback([t]() { run_lora_train(*t); });
+
+  auto m = std::make_shared<MergeArgs>();
+  CLI::App* merge = lora->add_subcommand("merge", "Fold an adapter into its base: W += (alpha / r) B A, as a normal checkpoint");
+  merge->add_option("--base", m->base, "Base checkpoint the adapter was trained on")->required();
+  merge->add_option("--adapter", m->adapter, "Adapter file")->required();
+  merge->add_option("--out", m->out, "Merged checkpoint to write")->required();
+  merge->callback([m]() { run_lora_merge(*m); });
+
+  auto i = std::make_shared<InfoArgs>();
+  CLI::App* info = lora->add_subcommand("info", "Describe an adapter file");
+  info->add_option("adapter", i->adapter, "Adapter file")->required();
+  info->add_flag("--json", i->json, "Print JSON");
+  info->callback([i]() { run_lora_info(*i); });
+
+  auto b = std::make_shared<BenchArgs>();
+  CLI::App* bench = lora->add_subcommand("bench", "Memory and step time of LoRA against full fine-tuning, per preset");
+  bench->add_option("--presets", b->presets, "Comma-separated presets")->capture_default_str();
+  bench->add_option("--rank", b->rank, "Adapter rank")->capture_default_str();
+  bench->add_option("--alpha", b->alpha, "Adapter alpha")->capture_default_str();
+  bench->add_option("--targets", b->targets, "Adapted projections")->capture_default_str();
+  bench->add_option("--steps", b->steps, "Timed steps per side (median reported)")->capture_default_str();
+  bench->add_option("--warmup", b->warmup, "Untimed steps per side first")->capture_default_str();
+  bench->add_flag("--json", b->json, "Print JSON");
+  bench->callback([b]() { run_lora_bench(*b); });
+}
+
+}  // namespace ptl::cli

@@ -1,0 +1,112 @@
+#include "engine/backends/cpu/gemm.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace ptl::cpu::gemm {
+
+using simd::kW;
+using simd::vf;
+
+void pack_b(float* dst, const float* src, int64_t s_p, int64_t s_j, int64_t P, int64_t J, int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; q++) {
+        float* d = dst + q * P * kCols;
+        const int64_t j0 = q * kCols, n = std::min(kCols, J - j0);
+        if (s_j == 1) {
+            // B rows are contiguous: copy kCols floats per row.
+            for (int64_t p = 0; p < P; p++) {
+                const float* s = src + p * s_p + j0;
+                float* o = d + p * kCols;
+                for (int64_t j = 0; j < n; j++) o[j] = s[j];
+                for (int64_t j = n; j < kCols; j++) o[j] = 0.0f;
+            }
+        } else {
+            // B columns are contiguous (B is a transposed matrix): read along p, write strided.
+            for (int64_t j = 0; j < kCols; j++) {
+                if (j >= n) {
+                    for (int64_t p = 0; p < P; p++) d[p * kCols + j] = 0.0f;
+                    continue;
+                }
+                const float* s = src + (j0 + j) * s_j;
+                for (int64_t p = 0; p < P; p++) d[p * kCols + j] = s[p * s_p];
+            }
+        }
+    }
+}
+
+namespace {
+
+// One R x kCols tile of C: C[r, j] (=, += or = bias +) sum_p A(r, p) * Bp[p, j], for the first
+// `cols` columns. R is a template parameter so that the accumulators are a fixed set of
+// registers and the r and v loops unroll completely.
+template <int R>
+void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t P, int64_t cols,
+          Store store, const float* bias) {
+    vf acc[R][kNV];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < kNV; v++) acc[r][v] = vf{};
+    for (int64_t p = 0; p < P; p++) {
+        vf b[kNV];
+#pragma GCC unroll 4
+        for (int v = 0; v < kNV; v++) b[v] = simd::load(Bp + p * kCols + v * kW);
+        const float* a = A + p * a_p;
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const vf ar = simd::splat(a[r * a_i]);
+#pragma GCC unroll 4
+            for (int v = 0; v < kNV; v++) acc[r][v] += ar * b[v];
+        }
+    }
+    if (cols == kCols) {
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+            for (int v = 0; v < kNV; v++) {
+                float* c = C + r * ldc + v * kW;
+                vf out = acc[r][v];
+                if (store == Store::add) out += simd::load(c);
+                else if (store == Store::bias) out += simd::load(bias + v * kW);
+                simd::store(c, out);
+            }
+        }
+        return;
+    }
+    // A partial panel (the last columns of C): through a small buffer.
+    for (int r = 0; r < R; r++) {
+        float buf[kCols];
+        for (int v = 0; v < kNV; v++) simd::store(buf + v * kW, acc[r][v]);
+        float* c = C + r * ldc;
+        for (int64_t j = 0; j < cols; j++) {
+            if (store == Store::add) c[j] += buf[j];
+            else if (store == Store::bias) c[j] = buf[j] + bias[j];
+            else c[j] = buf[j];
+        }
+    }
+}
+
+template <int... Rs>
+struct Tiles {
+    using Fn = void (*)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, Store,
+                        const float*);
+    static constexpr Fn table[] = {nullptr, &tile<Rs>...};
+};
+
+template <int... Is>
+constexpr auto make_tiles(std::integer_sequence<int, Is...>) {
+    return Tiles<(Is + 1)...>{};
+}
+
+}  // namespace
+
+void gemm_panel(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t P,
+                int64_t cols, int64_t rows, Store store, const float* bias) {
+    constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kRows>{});
+    for (int64_t i = 0; i < rows; i += kRows) {
+        const int64_t r = std::min<int64_t>(kRows, rows - i);
+        tiles.table[r](C + i * ldc, ldc, A + i * a_i, a_i, a_p, Bp, P, cols, store, bias);
+    }
+}
+
+}  // namespace ptl::cpu::gemm

@@ -1,0 +1,170 @@
+#include "engine/lora.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "engine/error.h"
+
+namespace ptl {
+
+namespace {
+
+const std::vector<std::string> kTargets = {"q", "k", "v", "o", "fc_in", "fc_out"};
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+nlohmann::json meta_json(const SafeTensors& f, const std::string& key, const std::string& what) {
+  auto it = f.metadata.find(key);
+  check(it != f.metadata.end(), what + ": adapter metadata lacks '" + key + "'");
+  try {
+    return nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::exception&) {
+    fail(what + ": adapter metadata '" + key + "' is not valid JSON");
+  }
+}
+
+}  // namespace
+
+std::set<std::string> parse_lora_targets(const std::string& list) {
+  std::set<std::string> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    item = trim(item);
+    if (item.empty()) continue;
+    if (item == "all") {
+      out.insert(kTargets.begin(), kTargets.end());
+    } else if (item == "attn") {
+      out.insert({"q", "k", "v", "o"});
+    } else if (item == "mlp") {
+      out.insert({"fc_in", "fc_out"});
+    } else {
+      check(std::find(kTargets.begin(), kTargets.end(), item) != kTargets.end(),
+            "unknown LoRA target '" + item + "' (choose from q, k, v, o, fc_in, fc_out, or attn, mlp, all)");
+      out.insert(item);
+    }
+  }
+  check(!out.empty(), "no LoRA targets given (choose from q, k, v, o, fc_in, fc_out)");
+  return out;
+}
+
+std::string lora_targets_string(const std::set<std::string>& targets) {
+  std::string out;
+  for (const auto& t : kTargets)
+    if (targets.count(t)) out += (out.empty() ? "" : ",") + t;
+  return out;
+}
+
+void validate_lora(const LoraConfig& lora) {
+  check(lora.rank >= 1, "LoRA rank must be at least 1, got " + std::to_string(lora.rank));
+  check(std::isfinite(lora.alpha) && lora.alpha != 0.0, "LoRA alpha must be a non-zero number");
+  check(std::isfinite(lora.weight_decay) && lora.weight_decay >= 0.0, "LoRA weight decay must not be negative");
+  check(!lora.targets.empty(), "no LoRA targets given (choose from q, k, v, o, fc_in, fc_out)");
+  for (const auto& t : lora.targets)
+    check(std::find(kTargets.begin(), kTargets.end(), t) != kTargets.end(),
+          "unknown LoRA target '" + t + "' (choose from q, k, v, o, fc_in, fc_out)");
+}
+
+nlohmann::json lora_to_json(const LoraConfig& lora) {
+  nlohmann::json targets = nlohmann::json::array();
+  for (const auto& t : kTargets)
+    if (lora.targets.count(t)) targets.push_back(t);
+  return {{"rank", lora.rank}, {"alpha", lora.alpha}, {"targets", targets}, {"weight_decay", lora.weight_decay}};
+}
+
+LoraConfig lora_from_json(const nlohmann::json& j) {
+  check(j.is_object(), "LoRA config: expected a JSON object");
+  LoraConfig c;
+  try {
+    c.rank = j.at("rank").get<int>();
+    c.alpha = j.at("alpha").get<double>();
+    c.targets.clear();
+    for (const auto& t : j.at("targets")) c.targets.insert(t.get<std::string>());
+    c.weight_decay = j.value("weight_decay", 0.0);
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("LoRA config: ") + e.what());
+  }
+  validate_lora(c);
+  return c;
+}
+
+std::vector<TensorInfo> adapter_tensors(const ModelConfig& mc, const LoraConfig& lora) {
+  std::vector<TensorInfo> out;
+  for (auto& t : parameter_list(mc, lora))
+    if (t.name.ends_with(".lora_A") || t.name.ends_with(".lora_B")) out.push_back(std::move(t));
+  return out;
+}
+
+bool is_adapter(const SafeTensors& f) {
+  auto it = f.metadata.find("format");
+  return it != f.metadata.end() && it->second == kAdapterFormat;
+}
+
+AdapterContents inspect_adapter(const SafeTensors& f, const std::string& what) {
+  auto fmt = f.metadata.find("format");
+  check(fmt != f.metadata.end() && fmt->second == kAdapterFormat,
+        what + ": not a LoRA adapter (its safetensors metadata has no format \"tinygpt-lora\")" +
+            (fmt != f.metadata.end() && fmt->second == "tinygpt" ? "; it is a model checkpoint" : ""));
+  auto ver = f.metadata.find("format_version");
+  check(ver != f.metadata.end(), what + ": adapter has no format_version");
+  check(ver->second == std::to_string(kAdapterVersion), what + ": unsupported adapter format_version " + ver->second +
+                                                            " (this ptl reads version " + std::to_string(kAdapterVersion) + ")");
+  AdapterContents c;
+  try {
+    c.base_model = ModelConfig::from_json(meta_json(f, "model_config", what));
+    c.lora = lora_from_json(meta_json(f, "lora_config", what));
+    if (f.metadata.count("train_config")) c.train = TrainConfig::from_json(meta_json(f, "train_config", what));
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    fail(m.starts_with(what) ? m : what + ": " + m);
+  }
+  auto sha = f.metadata.find("base_sha256");
+  check(sha != f.metadata.end() && sha->second.size() == 64, what + ": adapter metadata lacks the base's sha256");
+  c.base_sha256 = sha->second;
+  if (f.metadata.count("train_state")) {
+    auto s = meta_json(f, "train_state", what);
+    c.steps = s.value("step", int64_t(0));
+  }
+  if (f.metadata.count("loss_history")) {
+    auto h = meta_json(f, "loss_history", what);
+    if (h.is_array())
+      for (const auto& e : h) {
+        if (!e.is_array() || e.size() < 2 || !e[0].is_number() || !e[1].is_number()) continue;
+        LossPoint p{e[0].get<int64_t>(), e[1].get<double>(), std::nullopt};
+        if (e.size() > 2 && e[2].is_number()) p.val_loss = e[2].get<double>();
+        c.history.push_back(p);
+      }
+  }
+  if (auto cb = f.metadata.find("created_by"); cb != f.metadata.end()) c.created_by = cb->second;
+
+  std::vector<TensorInfo> expected;
+  try {
+    expected = adapter_tensors(c.base_model, c.lora);  // checks the rank against every layer
+  } catch (const Error& e) {
+    fail(what + ": " + e.what());
+  }
+  std::set<std::string> names;
+  for (const auto& t : expected) {
+    names.insert(t.name);
+    const StoredTensor* s = f.find(t.name);
+    check(s != nullptr, what + ": missing adapter tensor '" + t.name + "'");
+    check(s->dtype == DType::f32, what + ": tensor '" + t.name + "' must be F32");
+    check(s->shape == t.shape, what + ": tensor '" + t.name + "' has shape " + shape_str(s->shape) +
+                                   " but the adapter config needs " + shape_str(t.shape));
+  }
+  for (const auto& s : f.tensors)
+    check(names.count(s.name), what + ": unexpected tensor '" + s.name + "' in a LoRA adapter");
+  return c;
+}
+
+}  // namespace ptl

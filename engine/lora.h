@@ -1,0 +1,48 @@
+#pragma once
+// LoRA adapter files (docs/post-training.md): a safetensors file holding only the adapter
+// tensors (blocks.{i}.attn.q_proj.lora_A [r, in], .lora_B [out, r], ...) and metadata that ties
+// them to the exact base checkpoint they were trained on (its sha256 and model config).
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/checkpoint.h"
+#include "engine/model.h"
+#include "engine/safetensors.h"
+
+namespace ptl {
+
+constexpr const char* kAdapterFormat = "tinygpt-lora";
+constexpr int kAdapterVersion = 1;
+
+// "q,v" or "q, k, fc_in" -> {"q", "v"}; "all" = every projection. Throws on an unknown name.
+std::set<std::string> parse_lora_targets(const std::string& list);
+std::string lora_targets_string(const std::set<std::string>& targets);  // "q,v" (canonical order)
+// Throws naming the problem: rank < 1, alpha not finite, no targets, unknown target.
+void validate_lora(const LoraConfig&);
+nlohmann::json lora_to_json(const LoraConfig&);
+LoraConfig lora_from_json(const nlohmann::json&);
+
+// The adapter tensors of a LoRA config on a model, in file order (a subset of parameter_list).
+std::vector<TensorInfo> adapter_tensors(const ModelConfig&, const LoraConfig&);
+
+struct AdapterContents {
+  ModelConfig base_model;      // the config of the base it was trained on
+  std::string base_sha256;     // sha256 of the base checkpoint file's bytes
+  LoraConfig lora;
+  std::optional<TrainConfig> train;
+  int64_t steps = 0;           // optimizer steps the adapter was trained for
+  std::vector<LossPoint> history;
+  std::string created_by;
+};
+
+bool is_adapter(const SafeTensors& file);  // metadata format "tinygpt-lora"
+// Reads and validates an adapter: format and version, configs, every adapter tensor present
+// with the exact shape, nothing else. Throws ptl::Error naming `what` and the problem.
+AdapterContents inspect_adapter(const SafeTensors& file, const std::string& what);
+
+}  // namespace ptl

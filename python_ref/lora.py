@@ -1,0 +1,147 @@
+"""LoRA for TinyGPT, as the spec's "LoRA" section and the engine define it.
+
+For a frozen base Linear W [out, in]:  y = W x + b + (alpha / r) * B (A x), with A [r, in]
+Kaiming-uniform (a = sqrt 5, as nn.Linear's weight) and B [out, r] zero, so step 0 is the base.
+`LoRALinear` is an nn.Linear with two extra parameters, so the state_dict names are the engine's
+(`blocks.0.attn.q_proj.weight`, `.bias`, `.lora_A`, `.lora_B`).
+
+    model = TinyGPT.from_checkpoint("base.tinygpt")
+    apply_lora(model, rank=4, alpha=8, targets=("q", "v"))      # freezes the base
+    load_adapter(model, "adapter.tinygpt-lora")                 # or train model.lora_parameters()
+    merge_lora(model)                                           # W += (alpha / r) B A, plain Linear again
+
+Adapter files are safetensors with only the lora_A / lora_B tensors and metadata (format
+"tinygpt-lora", base_sha256, model_config, lora_config, ...): docs/post-training.md.
+"""
+import hashlib
+import json
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .checkpoint import load_checkpoint, save_checkpoint
+
+ADAPTER_FORMAT = "tinygpt-lora"
+ADAPTER_VERSION = "1"
+TARGETS = ("q", "k", "v", "o", "fc_in", "fc_out")
+_MODULES = {"q": "attn.q_proj", "k": "attn.k_proj", "v": "attn.v_proj", "o": "attn.o_proj",
+            "fc_in": "mlp.fc_in", "fc_out": "mlp.fc_out"}
+
+
+class LoRALinear(nn.Linear):
+    """nn.Linear plus a low-rank update: x W^T + b + (alpha / r) (x A^T) B^T."""
+
+    def __init__(self, base: nn.Linear, rank: int, alpha: float):
+        super().__init__(base.in_features, base.out_features, bias=base.bias is not None)
+        if rank < 1 or rank > min(base.in_features, base.out_features):
+            raise ValueError(f"LoRA rank {rank} does not fit a layer [{base.out_features}, {base.in_features}]")
+        self.weight = base.weight  # the same Parameter objects: the base stays shared
+        self.bias = base.bias
+        self.rank, self.alpha = rank, float(alpha)
+        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+
+    @property
+    def scale(self):
+        return self.alpha / self.rank
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias) + self.scale * F.linear(F.linear(x, self.lora_A), self.lora_B)
+
+    def delta_weight(self):
+        return self.scale * (self.lora_B @ self.lora_A)
+
+
+def _parent_and_name(model, path):
+    *parents, name = path.split(".")
+    m = model
+    for p in parents:
+        m = getattr(m, p)
+    return m, name
+
+
+def apply_lora(model, rank=4, alpha=8.0, targets=("q", "v")):
+    """Replace the target projections of every block by LoRALinear and freeze everything else.
+    Returns the list of adapter parameters (the only ones with requires_grad)."""
+    unknown = set(targets) - set(TARGETS)
+    if unknown:
+        raise ValueError(f"unknown LoRA targets {sorted(unknown)} (choose from {', '.join(TARGETS)})")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for i, block in enumerate(model.blocks):
+        for t in TARGETS:  # the engine's order
+            if t not in targets:
+                continue
+            parent, name = _parent_and_name(block, _MODULES[t])
+            setattr(parent, name, LoRALinear(getattr(parent, name), rank, alpha))
+    model.lora_config = {"rank": rank, "alpha": float(alpha), "targets": [t for t in TARGETS if t in targets]}
+    return lora_parameters(model)
+
+
+def lora_parameters(model):
+    return [p for n, p in model.named_parameters() if n.endswith(".lora_A") or n.endswith(".lora_B")]
+
+
+def lora_state_dict(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters() if n.endswith(".lora_A") or n.endswith(".lora_B")}
+
+
+def merge_lora(model):
+    """Fold every adapter into its base weight and turn the layers back into plain nn.Linear."""
+    for block in model.blocks:
+        for t in TARGETS:
+            parent, name = _parent_and_name(block, _MODULES[t])
+            layer = getattr(parent, name)
+            if isinstance(layer, LoRALinear):
+                plain = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
+                with torch.no_grad():
+                    plain.weight.copy_(layer.weight + layer.delta_weight())
+                    if layer.bias is not None:
+                        plain.bias.copy_(layer.bias)
+                setattr(parent, name, plain)
+    return model
+
+
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def load_adapter(model, path, base_path=None):
+    """Apply an adapter file to a TinyGPT (built from its base checkpoint). With base_path, the
+    adapter's base_sha256 must match that file."""
+    state, meta = load_checkpoint(path)
+    if meta.get("format") != ADAPTER_FORMAT or meta.get("format_version") != ADAPTER_VERSION:
+        raise ValueError(f"{path}: not a tinygpt-lora {ADAPTER_VERSION} adapter")
+    mc = json.loads(meta["model_config"])
+    if any(int(mc[k]) != getattr(model.config, k) for k in ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")):
+        raise ValueError(f"{path}: the adapter was trained on a base with config {mc}, not {model.config}")
+    if base_path is not None and sha256_file(base_path) != meta["base_sha256"]:
+        raise ValueError(f"{path}: the adapter was trained on a different base checkpoint")
+    lc = json.loads(meta["lora_config"])
+    apply_lora(model, lc["rank"], lc["alpha"], lc["targets"])
+    missing = model.load_state_dict(state, strict=False)
+    if missing.unexpected_keys:
+        raise ValueError(f"{path}: unexpected tensors {missing.unexpected_keys}")
+    absent = [k for k in missing.missing_keys if k.endswith(".lora_A") or k.endswith(".lora_B")]
+    if absent:
+        raise ValueError(f"{path}: missing adapter tensors {absent}")
+    return model
+
+
+def save_adapter(model, path, base_path, extra_metadata=None):
+    """Write the model's adapters as a tinygpt-lora file tied to the base checkpoint `base_path`."""
+    meta = {
+        "format": ADAPTER_FORMAT,
+        "format_version": ADAPTER_VERSION,
+        "base_sha256": sha256_file(base_path),
+        "model_config": json.dumps(model.config.to_dict()),
+        "tokenizer": json.dumps({"type": "byte", "vocab_size": 256}),
+        "lora_config": json.dumps({**model.lora_config, "weight_decay": 0.0}),
+        "created_by": "python_ref",
+    }
+    meta.update(extra_metadata or {})
+    save_checkpoint(path, lora_state_dict(model), meta)

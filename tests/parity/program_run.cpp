@@ -1,0 +1,152 @@
+// Runs a serialised program (`ptl program --out FILE`) on the CPU executor, so another executor
+// (the WebGPU backend, web/webgpu) can be compared with the C++ kernels on exactly the same
+// inputs. Two modes:
+//
+//   ptl_program_run train --init W.tinygpt --program train.json --batches batches.json --out result.json
+//                         [--save final.safetensors] [--dump-step N --dump FILE]
+//     Loads the parameters from W (safetensors; optimizer moments too when present), then for every
+//     entry of batches.json {"steps": [{"tokens": [...], "targets": [...], "lr": x}, ...],
+//     "first_step": 1} writes the inputs and optim.hparams = [lr, step] and runs the program.
+//     result.json: {"losses": [...], "grad_norms": [...]}. --save writes the persistent tensors
+//     (parameters and AdamW moments) after the last step; --dump writes every tensor of the
+//     program after step N (1-based), for debugging a divergence op by op.
+//
+//   ptl_program_run kernel --program op.json --in in.safetensors --out out.safetensors
+//     The program is usually one op over a few tensors. Every tensor named in `in` is copied into
+//     the program's tensor of that name (same element count) before the run, including outputs
+//     (their initial value matters for ops with acc<i> = 1); `out` receives every tensor of the
+//     program after one run.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "engine/backends/cpu/cpu_backend.h"
+#include "engine/error.h"
+#include "engine/program.h"
+#include "engine/safetensors.h"
+
+using namespace ptl;
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  auto bytes = read_file_bytes(path);
+  return nlohmann::json::parse(bytes.begin(), bytes.end());
+}
+
+SafeTensors read_safetensors(const std::string& path) {
+  auto bytes = read_file_bytes(path);
+  return decode_safetensors(bytes.data(), bytes.size(), path);
+}
+
+// Copies each tensor of `file` that the program has into the executor; returns how many.
+int load_into(cpu::Executor& ex, const SafeTensors& file, bool require_all) {
+  const Program& p = ex.program();
+  int n = 0;
+  for (const auto& t : file.tensors) {
+    const int id = p.find(t.name);
+    if (id < 0) {
+      check(!require_all, "tensor '" + t.name + "' is not in the program");
+      continue;
+    }
+    check(p.tensor(id).numel() == t.numel(), "tensor '" + t.name + "' has " + std::to_string(t.numel()) +
+                                                 " elements but the program's has " +
+                                                 std::to_string(p.tensor(id).numel()));
+    std::memcpy(ex.data(id), t.data.data(), t.data.size());
+    ++n;
+  }
+  return n;
+}
+
+SafeTensors collect(cpu::Executor& ex, bool persistent_only) {
+  SafeTensors out;
+  const Program& p = ex.program();
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const auto& t = p.tensors[i];
+    if (persistent_only && !t.persistent()) continue;
+    out.add(t.name, t.dtype, t.shape, ex.data(int(i)));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parse_args(int argc, char** argv, int first) {
+  std::map<std::string, std::string> a;
+  for (int i = first; i < argc; i += 2) {
+    std::string k = argv[i];
+    check(k.starts_with("--") && i + 1 < argc, "bad option " + k);
+    a[k.substr(2)] = argv[i + 1];
+  }
+  return a;
+}
+
+std::string need(const std::map<std::string, std::string>& a, const std::string& k) {
+  auto it = a.find(k);
+  check(it != a.end(), "missing --" + k);
+  return it->second;
+}
+
+int run_train(const std::map<std::string, std::string>& a) {
+  Program prog = Program::from_json(read_json(need(a, "program")));
+  cpu::TensorStore store;
+  cpu::Executor ex(prog, store);
+  const SafeTensors init = read_safetensors(need(a, "init"));
+  load_into(ex, init, false);
+  const nlohmann::json batches = read_json(need(a, "batches"));
+  const int64_t first_step = batches.value("first_step", int64_t(1));
+  const int64_t dump_step = a.count("dump-step") ? std::stoll(a.at("dump-step")) : -1;
+  nlohmann::json losses = nlohmann::json::array(), norms = nlohmann::json::array();
+  int64_t s = 0;
+  const int tok = prog.id("tokens"), tgt = prog.id("targets"), hp = prog.id("optim.hparams");
+  for (const auto& b : batches.at("steps")) {
+    const auto tokens = b.at("tokens").get<std::vector<int32_t>>();
+    const auto targets = b.at("targets").get<std::vector<int32_t>>();
+    check(int64_t(tokens.size()) == prog.tensor(tok).numel() && int64_t(targets.size()) == prog.tensor(tgt).numel(),
+          "batch " + std::to_string(s) + " does not match the program's tokens/targets shape");
+    std::memcpy(ex.data(tok), tokens.data(), tokens.size() * 4);
+    std::memcpy(ex.data(tgt), targets.data(), targets.size() * 4);
+    float* h = static_cast<float*>(ex.data(hp));
+    h[0] = b.at("lr").get<float>();
+    h[1] = float(first_step + s);
+    ex.run();
+    losses.push_back(ex.f32("loss")[0]);
+    norms.push_back(ex.f32("grad_norm")[0]);
+    ++s;
+    if (s == dump_step) write_file_atomic(need(a, "dump"), encode_safetensors(collect(ex, false)));
+  }
+  nlohmann::json res = {{"losses", losses}, {"grad_norms", norms}};
+  const std::string text = res.dump();
+  write_file_atomic(need(a, "out"), std::vector<uint8_t>(text.begin(), text.end()));
+  if (a.count("save")) write_file_atomic(a.at("save"), encode_safetensors(collect(ex, true)));
+  return 0;
+}
+
+int run_kernel(const std::map<std::string, std::string>& a) {
+  Program prog = Program::from_json(read_json(need(a, "program")));
+  cpu::TensorStore store;
+  cpu::Executor ex(prog, store);
+  load_into(ex, read_safetensors(need(a, "in")), true);
+  ex.run();
+  write_file_atomic(need(a, "out"), encode_safetensors(collect(ex, false)));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || (std::strcmp(argv[1], "train") != 0 && std::strcmp(argv[1], "kernel") != 0)) {
+    std::cerr << "usage: ptl_program_run train --init W --program P.json --batches B.json --out R.json "
+                 "[--save S] [--dump-step N --dump F]\n"
+                 "       ptl_program_run kernel --program P.json --in IN.safetensors --out OUT.safetensors\n";
+    return 2;
+  }
+  try {
+    auto a = parse_args(argc, argv, 2);
+    return std::strcmp(argv[1], "train") == 0 ? run_train(a) : run_kernel(a);
+  } catch (const std::exception& e) {
+    std::cerr << "ptl_program_run: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,481 @@
+// The WebAssembly C API: a thin, exception-free layer over ptl::Trainer for JavaScript.
+//
+// Conventions (docs/wasm.md, "C API"):
+// - A trainer is an integer handle (> 0). ptl_create* return 0 on failure.
+// - Functions returning int give 0 (or a handle / token) on success and a negative value on failure.
+// - Functions returning const char* give a JSON string, or NULL on failure. The string lives until
+//   the next API call that returns a string or bytes.
+// - Byte results (checkpoints) are returned as a pointer; ptl_result_size() gives their length.
+//   They live until the next API call that returns a string or bytes.
+// - Sizes are passed as double, not size_t: a double holds any size up to 2^53 and stays a plain
+//   JavaScript number in the Memory64 build too (where size_t would be a BigInt).
+// - On failure, ptl_last_error() returns the engine's message (ptl::Error, std::exception).
+//   A failed call leaves the trainer as it was (the engine validates before changing state).
+#include <emscripten/emscripten.h>
+#include <emscripten/heap.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <new>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/backends/cpu/thread_pool.h"
+#include "engine/error.h"
+#include "engine/trainer.h"
+
+#ifndef PTL_WASM_VARIANT_NAME
+#define PTL_WASM_VARIANT_NAME "unknown"
+#endif
+
+using nlohmann::json;
+
+namespace {
+
+// Polling generation (ptl_generate_start / ptl_generate_next): the loop of Trainer::generate,
+// one token per call. Trainer::generate itself (ptl_generate) streams through a callback.
+struct Generation {
+  std::unique_ptr<ptl::cpu::Executor> dec;  // the generate program, on the trainer's store
+  std::unique_ptr<ptl::Sampler> sampler;
+  std::vector<int32_t> seq;
+  int cached = 0;  // tokens of seq whose keys and values are in the KV cache
+  int remaining = 0;
+  std::vector<float> window_logits;
+};
+
+struct Session {
+  std::unique_ptr<ptl::Trainer> trainer;
+  std::unique_ptr<Generation> gen;
+  double last_loss = NAN;
+};
+
+std::map<int, Session> g_sessions;
+int g_next_handle = 1;
+std::string g_error;
+std::string g_text;              // the last string result
+std::vector<uint8_t> g_bytes;    // the last byte result
+
+template <class F>
+auto guarded(F&& f, decltype(f()) on_error) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const ptl::Error& e) {
+    g_error = e.what();
+  } catch (const json::exception& e) {
+    g_error = std::string("invalid JSON: ") + e.what();
+  } catch (const std::bad_alloc&) {
+    g_error = "out of memory (the WebAssembly heap could not grow; try a smaller model or batch, or the Memory64 build)";
+  } catch (const std::exception& e) {
+    g_error = e.what();
+  } catch (...) {
+    g_error = "unknown error";
+  }
+  return on_error;
+}
+
+Session& session(int h) {
+  auto it = g_sessions.find(h);
+  ptl::check(it != g_sessions.end(), "invalid trainer handle " + std::to_string(h) + " (never created, or freed)");
+  return it->second;
+}
+
+const char* text_result(std::string s) {
+  g_text = std::move(s);
+  return g_text.c_str();
+}
+
+size_t size_arg(double n) {
+  ptl::check(std::isfinite(n) && n >= 0 && n == std::floor(n), "invalid byte count");
+  return size_t(n);
+}
+
+std::string bytes_arg(const uint8_t* p, double n) {
+  const size_t len = size_arg(n);
+  ptl::check(p != nullptr || len == 0, "null data pointer");
+  return std::string(reinterpret_cast<const char*>(p), len);
+}
+
+// Rejects keys a config does not know (a typo would otherwise be silently ignored).
+void only_keys(const json& j, const json& known, const std::string& what) {
+  ptl::check(j.is_object(), what + ": expected a JSON object");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    ptl::check(known.contains(it.key()), what + ": unknown key '" + it.key() + "'");
+}
+
+// { "preset": "small", "model": { ...overrides... }, "train": { ...overrides... } }
+std::unique_ptr<ptl::Trainer> trainer_from_config(const std::string& text) {
+  json j = text.empty() ? json::object() : json::parse(text);
+  only_keys(j, json{{"preset", 0}, {"model", 0}, {"train", 0}}, "config");
+  const std::string preset_name = j.value("preset", std::string("small"));
+  const ptl::Preset& preset = ptl::find_preset(preset_name);
+  json model = preset.model.to_json();
+  if (j.contains("model")) {
+    only_keys(j["model"], model, "model config");
+    for (auto it = j["model"].begin(); it != j["model"].end(); ++it) model[it.key()] = it.value();
+  }
+  ptl::ModelConfig mc = ptl::ModelConfig::from_json(model);  // validates
+  ptl::TrainConfig base;
+  base.batch = preset.batch;
+  json train = base.to_json();
+  if (j.contains("train")) {
+    only_keys(j["train"], train, "train config");
+    for (auto it = j["train"].begin(); it != j["train"].end(); ++it) train[it.key()] = it.value();
+  }
+  ptl::TrainConfig tc = ptl::TrainConfig::from_json(train);  // validates
+  return std::make_unique<ptl::Trainer>(mc, tc);
+}
+
+// Heap reservation: grow the heap now (on the calling thread, before any kernel runs) to what
+// the model's programs need, so that it does not grow while worker threads compute.
+size_t round64(int64_t b) { return (size_t(b) + 63) / 64 * 64; }
+size_t program_need(const ptl::Program& p, const ptl::cpu::TensorStore& store) {
+  size_t n = 0;
+  for (const auto& t : p.tensors)
+    if (!t.persistent() || !store.find(t.name)) n += round64(t.bytes());
+  return n;
+}
+void reserve_heap(ptl::Trainer& t) {
+  const auto& mc = t.model_config();
+  ptl::BuildOptions opt;
+  opt.batch = t.train_config().batch;
+  size_t need = program_need(ptl::build_train_program(mc, opt, t.train_config()), t.store());
+  need += program_need(ptl::build_eval_program(mc, opt), t.store());
+  need += program_need(ptl::build_generate_program(mc), t.store());
+  need += need / 4 + (32u << 20);  // allocator slack and kernels' scratch
+  const uintptr_t brk = reinterpret_cast<uintptr_t>(sbrk(0));
+  const size_t max = emscripten_get_heap_max();
+  size_t want = brk + need < brk ? max : std::min<size_t>(brk + need, max);
+  if (want > emscripten_get_heap_size()) emscripten_resize_heap(want);  // best effort
+}
+
+json step_json(const ptl::StepResult& r, const ptl::Trainer& t) {
+  return {{"step", r.step},
+          {"loss", r.loss},
+          {"lr", r.lr},
+          {"grad_norm", r.grad_norm},
+          {"tokens", r.tokens},
+          {"seconds", r.seconds},
+          {"tokens_per_s", r.seconds > 0 ? r.tokens / r.seconds : 0.0},
+          {"elapsed_s", t.state().elapsed_seconds}};
+}
+
+json eval_json(const ptl::EvalResult& r) {
+  return {{"loss", r.loss}, {"tokens", r.tokens}, {"perplexity", r.perplexity()}, {"bits_per_byte", r.bits_per_byte()}};
+}
+
+ptl::SamplingOptions sampling_from(const char* options_json, int* max_tokens) {
+  json j = options_json && *options_json ? json::parse(options_json) : json::object();
+  only_keys(j, json{{"max_tokens", 0}, {"temperature", 0}, {"top_k", 0}, {"top_p", 0}, {"seed", 0}}, "generation options");
+  ptl::SamplingOptions o;
+  o.temperature = j.value("temperature", o.temperature);
+  o.top_k = j.value("top_k", o.top_k);
+  o.top_p = j.value("top_p", o.top_p);
+  o.seed = j.value("seed", o.seed);
+  *max_tokens = j.value("max_tokens", 200);
+  ptl::check(*max_tokens >= 0, "max tokens must not be negative");
+  return o;
+}
+
+std::vector<int32_t> prompt_tokens(const uint8_t* p, double n) { return ptl::encode(bytes_arg(p, n)); }
+
+}  // namespace
+
+extern "C" {
+
+EMSCRIPTEN_KEEPALIVE const char* ptl_last_error() { return g_error.c_str(); }
+
+// {"version", "variant", "simd", "threads", "memory64", "heap_bytes", "heap_max_bytes"}
+EMSCRIPTEN_KEEPALIVE const char* ptl_build_info() {
+  json j = {{"version", ptl::kVersionString},
+            {"variant", PTL_WASM_VARIANT_NAME},
+#ifdef __wasm_simd128__
+            {"simd", true},
+#else
+            {"simd", false},
+#endif
+#ifdef __EMSCRIPTEN_PTHREADS__
+            {"threads", true},
+#else
+            {"threads", false},
+#endif
+            {"memory64", sizeof(void*) == 8},
+            {"num_threads", ptl::cpu::num_threads()},
+            {"heap_bytes", double(emscripten_get_heap_size())},
+            {"heap_max_bytes", double(emscripten_get_heap_max())}};
+  return text_result(j.dump());
+}
+
+// Threads the kernels use (the caller included): a threaded build needs n - 1 pthread pool
+// workers (Module.ptlPoolSize). n <= 0 restores the default (hardware concurrency). Returns the
+// count in effect, or -1 on error. Not to be called while the engine is computing.
+EMSCRIPTEN_KEEPALIVE int ptl_set_num_threads(int n) {
+  return guarded([&] {
+    ptl::cpu::set_num_threads(n);
+    return ptl::cpu::num_threads();
+  }, -1);
+}
+
+// A fresh model from a JSON config (see trainer_from_config). Returns a handle, 0 on error.
+EMSCRIPTEN_KEEPALIVE int ptl_create(const char* config_json) {
+  return guarded([&] {
+    auto t = trainer_from_config(config_json ? config_json : "");
+    reserve_heap(*t);
+    const int h = g_next_handle++;
+    g_sessions[h].trainer = std::move(t);
+    return h;
+  }, 0);
+}
+
+// A model from checkpoint bytes (the native .tinygpt format). Returns a handle, 0 on error.
+EMSCRIPTEN_KEEPALIVE int ptl_create_from_checkpoint(const uint8_t* bytes, double n, const char* name) {
+  return guarded([&] {
+    const size_t len = size_arg(n);
+    ptl::check(bytes != nullptr || len == 0, "null data pointer");
+    auto t = ptl::Trainer::from_checkpoint(std::vector<uint8_t>(bytes, bytes + len), name && *name ? name : "checkpoint");
+    reserve_heap(*t);
+    const int h = g_next_handle++;
+    g_sessions[h].trainer = std::move(t);
+    return h;
+  }, 0);
+}
+
+// Replaces a trainer's whole state with a checkpoint's; on error the trainer is unchanged.
+EMSCRIPTEN_KEEPALIVE int ptl_load_checkpoint(int h, const uint8_t* bytes, double n, const char* name) {
+  return guarded([&] {
+    Session& s = session(h);
+    const size_t len = size_arg(n);
+    ptl::check(bytes != nullptr || len == 0, "null data pointer");
+    s.trainer->load_checkpoint(std::vector<uint8_t>(bytes, bytes + len), name && *name ? name : "checkpoint");
+    s.gen.reset();
+    reserve_heap(*s.trainer);
+    return 0;
+  }, -1);
+}
+
+EMSCRIPTEN_KEEPALIVE int ptl_free(int h) {
+  return guarded([&] {
+    session(h);
+    g_sessions.erase(h);
+    return 0;
+  }, -1);
+}
+
+// Updates the schedule of the training config, e.g. {"steps": 3000} to continue a run past
+// its planned end, or {"lr": 1e-4}. Only fields read afresh each step may change: steps, lr,
+// schedule, warmup, min_lr_frac, eval_every, eval_batches, sample_every. The others (batch,
+// seed, AdamW hyper-parameters, grad_clip) are built into the training program.
+EMSCRIPTEN_KEEPALIVE int ptl_update_train_config(int h, const char* json_text) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::TrainConfig& tc = s.trainer->train_config();
+    json cur = tc.to_json();
+    json j = json::parse(json_text ? json_text : "{}");
+    only_keys(j, cur, "train config");
+    const std::set<std::string> mutable_keys = {"steps", "lr", "schedule", "warmup", "min_lr_frac",
+                                                "eval_every", "eval_batches", "sample_every"};
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      ptl::check(mutable_keys.count(it.key()) || it.value() == cur[it.key()],
+                 "train config: '" + it.key() + "' cannot change on an existing trainer (it is built into the training program)");
+      cur[it.key()] = it.value();
+    }
+    tc = ptl::TrainConfig::from_json(cur);  // validates before anything changes
+    return 0;
+  }, -1);
+}
+
+// The corpus (raw bytes, byte-level tokens), split (1 - val_fraction) / val_fraction.
+EMSCRIPTEN_KEEPALIVE int ptl_set_corpus(int h, const uint8_t* bytes, double n, double val_fraction) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::check(std::isfinite(val_fraction) && val_fraction >= 0 && val_fraction < 1, "val_fraction must be in [0, 1)");
+    s.trainer->set_corpus(bytes_arg(bytes, n), "corpus", val_fraction);
+    return 0;
+  }, -1);
+}
+
+// {"model", "train", "step", "tokens_seen", "elapsed_s", "param_count", "corpus": {...} | null}
+EMSCRIPTEN_KEEPALIVE const char* ptl_info(int h) {
+  return guarded([&] {
+    Session& s = session(h);
+    const ptl::Trainer& t = *s.trainer;
+    json j = {{"model", t.model_config().to_json()},
+              {"train", t.train_config().to_json()},
+              {"step", t.state().step},
+              {"tokens_seen", t.state().tokens_seen},
+              {"elapsed_s", t.state().elapsed_seconds},
+              {"param_count", t.model_config().param_count()},
+              {"corpus", nullptr}};
+    if (t.has_corpus()) j["corpus"] = {{"train_bytes", t.corpus().train().size()}, {"val_bytes", t.corpus().val().size()}};
+    return text_result(j.dump());
+  }, (const char*)nullptr);
+}
+
+// Runs `steps` optimizer steps on batches drawn from the corpus. Returns a JSON array with one
+// object per step: {"step", "loss", "lr", "grad_norm", "tokens", "seconds", "tokens_per_s",
+// "elapsed_s"}. A non-finite loss or gradient norm stops with an error (training diverged).
+EMSCRIPTEN_KEEPALIVE const char* ptl_train(int h, int steps) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::check(steps >= 0, "steps must not be negative");
+    ptl::Trainer& t = *s.trainer;
+    json out = json::array();
+    s.gen.reset();
+    for (int i = 0; i < steps; ++i) {
+      ptl::StepResult r = t.train_step();
+      t.add_elapsed(r.seconds);
+      if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
+        ptl::fail("training diverged at step " + std::to_string(r.step) + ": " +
+                  (std::isfinite(r.loss) ? "the gradient norm" : "the loss") + " is not finite (try a lower learning rate)");
+      s.last_loss = r.loss;
+      if (r.step % 10 == 0) t.history().push_back({r.step, r.loss, std::nullopt});
+      out.push_back(step_json(r, t));
+    }
+    return text_result(out.dump());
+  }, (const char*)nullptr);
+}
+
+// Loss on the fixed validation windows: {"loss", "tokens", "perplexity", "bits_per_byte"}.
+EMSCRIPTEN_KEEPALIVE const char* ptl_validation_loss(int h) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::Trainer& t = *s.trainer;
+    ptl::EvalResult r = t.validation_loss();
+    auto& hist = t.history();
+    const int64_t step = t.state().step;
+    if (step > 0) {
+      if (hist.empty() || hist.back().step != step) hist.push_back({step, s.last_loss, std::nullopt});
+      hist.back().val_loss = r.loss;
+    }
+    return text_result(eval_json(r).dump());
+  }, (const char*)nullptr);
+}
+
+// Mean loss over every byte of a text, window by window (as `ptl eval --data`).
+EMSCRIPTEN_KEEPALIVE const char* ptl_evaluate_text(int h, const uint8_t* bytes, double n) {
+  return guarded([&] {
+    Session& s = session(h);
+    std::string text = bytes_arg(bytes, n);
+    ptl::check(text.size() >= 2, "text to evaluate must hold at least 2 bytes");
+    return text_result(eval_json(s.trainer->evaluate_text(text)).dump());
+  }, (const char*)nullptr);
+}
+
+// Generation through Trainer::generate. Options JSON: {"max_tokens", "temperature", "top_k",
+// "top_p", "seed"}. Each new token is passed to on_token (a function-table index, may be 0);
+// it returns non-zero to continue, 0 to stop. Returns {"tokens": [...]}.
+EMSCRIPTEN_KEEPALIVE const char* ptl_generate(int h, const uint8_t* prompt, double n, const char* options_json,
+                                              int (*on_token)(int)) {
+  return guarded([&] {
+    Session& s = session(h);
+    int max_tokens = 0;
+    ptl::SamplingOptions opt = sampling_from(options_json, &max_tokens);
+    s.gen.reset();
+    std::function<bool(int32_t)> cb;
+    if (on_token) cb = [on_token](int32_t tok) { return on_token(tok) != 0; };
+    std::vector<int32_t> out = s.trainer->generate(prompt_tokens(prompt, n), max_tokens, opt, cb);
+    return text_result(json{{"tokens", out}}.dump());
+  }, (const char*)nullptr);
+}
+
+// Polling generation: start, then call ptl_generate_next until it returns -1.
+EMSCRIPTEN_KEEPALIVE int ptl_generate_start(int h, const uint8_t* prompt, double n, const char* options_json) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::Trainer& t = *s.trainer;
+    auto g = std::make_unique<Generation>();
+    ptl::SamplingOptions opt = sampling_from(options_json, &g->remaining);
+    g->sampler = std::make_unique<ptl::Sampler>(opt);  // validates the options
+    std::vector<int32_t> p = prompt_tokens(prompt, n);
+    // An empty prompt starts from a newline, as in Trainer::generate.
+    g->seq = p.empty() ? std::vector<int32_t>{'\n'} : p;
+    // The same program as Trainer::generate (with the LoRA adapters when they are enabled).
+    g->dec = std::make_unique<ptl::cpu::Executor>(ptl::build_generate_program(t.model_config(), t.lora_config()), t.store());
+    g->window_logits.resize(t.model_config().vocab_size);
+    s.gen = std::move(g);
+    return 0;
+  }, -1);
+}
+
+// The next token (0..255), -1 when the generation is finished, -2 on error.
+EMSCRIPTEN_KEEPALIVE int ptl_generate_next(int h) {
+  return guarded([&]() -> int {
+    Session& s = session(h);
+    ptl::check(s.gen != nullptr, "no generation in progress: call ptl_generate_start first");
+    Generation& g = *s.gen;
+    if (g.remaining <= 0) {
+      s.gen.reset();
+      return -1;
+    }
+    ptl::Trainer& t = *s.trainer;
+    const int V = t.model_config().vocab_size, ctx = t.model_config().ctx;
+    const float* logits;
+    const int L = int(g.seq.size());
+    if (L <= ctx) {
+      for (; g.cached < L; ++g.cached) {
+        g.dec->i32("tokens")[0] = g.seq[g.cached];
+        g.dec->i32("pos0")[0] = g.cached;
+        g.dec->run();
+      }
+      logits = g.dec->f32("logits");
+    } else {
+      ptl::Batch b{1, ctx, std::vector<int32_t>(g.seq.end() - ctx, g.seq.end()), std::vector<int32_t>(ctx, 0)};
+      t.batch_loss(b);
+      std::memcpy(g.window_logits.data(), t.logits() + size_t(ctx - 1) * V, V * sizeof(float));
+      logits = g.window_logits.data();
+    }
+    const int32_t next = g.sampler->sample(logits, V);
+    g.seq.push_back(next);
+    --g.remaining;
+    return next;
+  }, -2);
+}
+
+EMSCRIPTEN_KEEPALIVE int ptl_generate_stop(int h) {
+  return guarded([&] {
+    session(h).gen.reset();
+    return 0;
+  }, -1);
+}
+
+// Checkpoint bytes in the native .tinygpt format (Trainer::save_checkpoint). With
+// with_optimizer = 0 it is a weights-only checkpoint (e.g. the initial weights of a fresh model
+// for an external executor). The length is ptl_result_size().
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_export_checkpoint(int h, int with_optimizer) {
+  return guarded([&] {
+    Session& s = session(h);
+    g_bytes = s.trainer->save_checkpoint(with_optimizer != 0);
+    return (const uint8_t*)g_bytes.data();
+  }, (const uint8_t*)nullptr);
+}
+
+EMSCRIPTEN_KEEPALIVE double ptl_result_size() { return double(g_bytes.size()); }
+
+// The serialised program (Program::to_json) of this model: "train" (forward, backward, AdamW
+// at the trainer's batch), "eval", "forward" (at the trainer's batch and the model's context)
+// or "generate" (one token with a KV cache).
+EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) {
+  return guarded([&] {
+    Session& s = session(h);
+    const std::string which = which_c && *which_c ? which_c : "train";
+    const ptl::Trainer& t = *s.trainer;
+    ptl::BuildOptions opt;
+    opt.batch = t.train_config().batch;
+    ptl::Program p;
+    if (which == "train") p = ptl::build_train_program(t.model_config(), opt, t.train_config());
+    else if (which == "eval") p = ptl::build_eval_program(t.model_config(), opt);
+    else if (which == "forward") p = ptl::build_forward_program(t.model_config(), opt);
+    else if (which == "generate") p = ptl::build_generate_program(t.model_config());
+    else ptl::fail("unknown program '" + which + "' (train, eval, forward or generate)");
+    return text_result(p.to_json().dump());
+  }, (const char*)nullptr);
+}
+
+}  // extern "C"

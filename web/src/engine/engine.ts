@@ -1,0 +1,591 @@
+// The posttrainllm WebAssembly engine, as a typed async API.
+//
+//   const engine = await Engine.create({ preset: "small", train: { steps: 50 } }, { buildDir });
+//   await engine.setCorpus(text);
+//   await engine.train(50, { onProgress: (m) => console.log(m.step, m.loss) });
+//   const { text } = await engine.generate("ROMEO:", { maxTokens: 100, temperature: 0 });
+//   const ckpt = await engine.exportCheckpoint();   // the native .tinygpt format
+//   engine.dispose();
+//
+// The C API it wraps is wasm/api.cpp (docs/wasm.md). Every engine error (a bad config, a corrupt
+// checkpoint, a corpus shorter than the context, ...) rejects with an EngineError carrying the
+// engine's own message, and the engine stays usable.
+
+import { memory64Instantiator } from "./memory64.js";
+import { type Variant } from "./select.js";
+
+/** An error reported by the engine (or by this wrapper about the engine). */
+export class EngineError extends Error {
+  /** The engine's message, exactly as the C++ engine wrote it. */
+  readonly engineMessage: string;
+  /** The API call that failed, e.g. "ptl_create". */
+  readonly call: string;
+  constructor(message: string, call: string) {
+    super(message);
+    this.name = "EngineError";
+    this.engineMessage = message;
+    this.call = call;
+  }
+}
+
+export interface ModelConfig {
+  vocab_size: number;
+  n_layers: number;
+  d_model: number;
+  n_heads: number;
+  ctx: number;
+}
+
+export interface TrainConfig {
+  batch: number;
+  steps: number;
+  lr: number;
+  schedule: "cosine" | "constant";
+  warmup: number;
+  min_lr_frac: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weight_decay: number;
+  grad_clip: number;
+  seed: number;
+  eval_every: number;
+  eval_batches: number;
+  sample_every: number;
+  data_path: string;
+}
+
+/** A fresh model: a preset (default "small") with optional overrides. */
+export interface CreateConfig {
+  preset?: string;
+  model?: Partial<ModelConfig>;
+  train?: Partial<TrainConfig>;
+}
+
+export interface StepMetrics {
+  step: number;
+  loss: number;
+  lr: number;
+  grad_norm: number;
+  tokens: number;
+  seconds: number;
+  tokens_per_s: number;
+  elapsed_s: number;
+}
+
+export interface EvalMetrics {
+  loss: number;
+  tokens: number;
+  perplexity: number;
+  bits_per_byte: number;
+}
+
+export interface EngineInfo {
+  model: ModelConfig;
+  train: TrainConfig;
+  step: number;
+  tokens_seen: number;
+  elapsed_s: number;
+  param_count: number;
+  corpus: { train_bytes: number; val_bytes: number } | null;
+}
+
+export interface BuildInfo {
+  version: string;
+  variant: Variant;
+  simd: boolean;
+  threads: boolean;
+  memory64: boolean;
+  heap_bytes: number;
+  heap_max_bytes: number;
+  /** Threads the kernels use (the calling thread included). */
+  num_threads: number;
+}
+
+export interface TrainOptions {
+  /** Called after every step with its metrics, the steps done in this call and the steps asked. */
+  onProgress?: (metrics: StepMetrics, done: number, total: number) => void;
+  /** Steps per engine call between two yields to the event loop (default 1). */
+  stepsPerChunk?: number;
+  /** Stops between two chunks; the steps done so far are kept. */
+  signal?: AbortSignal;
+}
+
+export interface GenerateOptions {
+  maxTokens?: number;
+  /** 0 = greedy (argmax). */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  /** Each new token (a byte) as it is produced; return false to stop early. */
+  onToken?: (token: number) => boolean | void;
+  /**
+   * "callback" (default): the engine's own generation loop, which calls onToken synchronously.
+   * "polling": one token per engine call, yielding to the event loop in between.
+   */
+  mode?: "callback" | "polling";
+  signal?: AbortSignal;
+}
+
+export interface GenerateResult {
+  tokens: Uint8Array;
+  /** The tokens decoded as UTF-8 (invalid sequences become U+FFFD). */
+  text: string;
+}
+
+export type ProgramName = "train" | "eval" | "forward" | "generate";
+
+/** A JSON-serialised program (Program::to_json): the tensor table and the ops. */
+export interface ProgramJson {
+  name: string;
+  tensors: unknown[];
+  ops: unknown[];
+  [key: string]: unknown;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Emscripten module.
+
+type Ptr = number | bigint;
+
+/** The parts of the Emscripten module (wasm/api.cpp's exports and runtime helpers) we use. */
+export interface PtlModule {
+  HEAPU8: Uint8Array;
+  wasmMemory?: WebAssembly.Memory;
+  _malloc(size: Ptr): Ptr;
+  _free(ptr: Ptr): void;
+  UTF8ToString(ptr: Ptr): string;
+  addFunction(fn: (...args: never[]) => unknown, sig: string): number;
+  removeFunction(index: number): void;
+  PThread?: { terminateAllThreads?: () => void };
+  _ptl_last_error(): Ptr;
+  _ptl_build_info(): Ptr;
+  _ptl_set_num_threads(n: number): number;
+  _ptl_create(config: Ptr): number;
+  _ptl_create_from_checkpoint(bytes: Ptr, n: number, name: Ptr): number;
+  _ptl_load_checkpoint(h: number, bytes: Ptr, n: number, name: Ptr): number;
+  _ptl_free(h: number): number;
+  _ptl_update_train_config(h: number, json: Ptr): number;
+  _ptl_set_corpus(h: number, bytes: Ptr, n: number, valFraction: number): number;
+  _ptl_info(h: number): Ptr;
+  _ptl_train(h: number, steps: number): Ptr;
+  _ptl_validation_loss(h: number): Ptr;
+  _ptl_evaluate_text(h: number, bytes: Ptr, n: number): Ptr;
+  _ptl_generate(h: number, prompt: Ptr, n: number, options: Ptr, onToken: Ptr): Ptr;
+  _ptl_generate_start(h: number, prompt: Ptr, n: number, options: Ptr): number;
+  _ptl_generate_next(h: number): number;
+  _ptl_generate_stop(h: number): number;
+  _ptl_export_checkpoint(h: number, withOptimizer: number): Ptr;
+  _ptl_result_size(): number;
+  _ptl_export_program(h: number, which: Ptr): Ptr;
+}
+
+/** The factory an Emscripten MODULARIZE build exports (createPtlEngine). */
+export type ModuleFactory = (overrides: Record<string, unknown>) => Promise<PtlModule>;
+
+export interface LoadOptions {
+  /** Which build to load (default "simd-threads"); see select.ts to choose. */
+  variant?: Variant;
+  /**
+   * The folder (Node: a path; browser: a URL) holding the variants' folders, i.e. build-wasm/
+   * with build-wasm/<variant>/ptl_engine.{js,wasm}. Ignored when `factory` is given.
+   */
+  buildDir?: string;
+  /** The folder (path or URL) of one variant's ptl_engine.js / .wasm; overrides buildDir. */
+  moduleDir?: string;
+  /** The module factory, when the host loaded ptl_engine.js itself (e.g. a <script> tag). */
+  factory?: ModuleFactory;
+  /**
+   * Workers in the pthread pool (threaded builds). Default: hardware concurrency, 1..16. The
+   * kernels then use poolSize threads (the calling thread and poolSize - 1 workers).
+   */
+  poolSize?: number;
+  /** Initial heap in bytes (rounded up to 64 KiB); the heap still grows up to the build's maximum. */
+  initialMemory?: number;
+  /** Where the module prints (the engine prints nothing in normal use). */
+  print?: (line: string) => void;
+}
+
+function isNode(): boolean {
+  const p = (globalThis as { process?: { versions?: { node?: string } } }).process;
+  return typeof p?.versions?.node === "string";
+}
+
+export function hardwareConcurrency(): number {
+  const nav = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator;
+  if (nav?.hardwareConcurrency) return nav.hardwareConcurrency;
+  return 4;
+}
+
+async function nodeHardwareConcurrency(): Promise<number> {
+  const os = await import("node:os");
+  return typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length;
+}
+
+function joinPath(dir: string, name: string): string {
+  return dir.endsWith("/") ? dir + name : dir + "/" + name;
+}
+
+/** Loads one build of the engine (one WebAssembly instance; many trainers can share it). */
+export async function loadModule(options: LoadOptions = {}): Promise<LoadedModule> {
+  const variant: Variant = options.variant ?? "simd-threads";
+  const node = isNode();
+  const cores = node ? await nodeHardwareConcurrency() : hardwareConcurrency();
+  const poolSize = Math.max(1, Math.min(16, Math.floor(options.poolSize ?? cores)));
+  const overrides: Record<string, unknown> = { ptlPoolSize: poolSize };
+  if (options.initialMemory) overrides["INITIAL_MEMORY"] = Math.ceil(options.initialMemory / 65536) * 65536;
+  if (options.print) {
+    overrides["print"] = options.print;
+    overrides["printErr"] = options.print;
+  }
+  let factory = options.factory;
+  const dir = options.moduleDir ?? (options.buildDir !== undefined ? joinPath(options.buildDir, variant) : undefined);
+  if (!factory) {
+    if (dir === undefined) throw new EngineError("loadModule: give buildDir, moduleDir or factory", "load");
+    const jsPath = joinPath(dir, "ptl_engine.js");
+    if (node) {
+      const { createRequire } = await import("node:module");
+      const { readFile } = await import("node:fs/promises");
+      const path = await import("node:path");
+      const abs = path.resolve(jsPath);
+      const require = createRequire(abs);
+      factory = require(abs) as ModuleFactory;
+      // Hand over the binary ourselves: this Emscripten would otherwise try fetch() on a path.
+      overrides["wasmBinary"] = await readFile(path.resolve(joinPath(dir, "ptl_engine.wasm")));
+      overrides["locateFile"] = (name: string) => path.resolve(dir, name);
+    } else {
+      const scope = globalThis as { importScripts?: (url: string) => void; createPtlEngine?: ModuleFactory };
+      if (typeof scope.importScripts !== "function")
+        throw new EngineError("loadModule: outside a classic worker, load ptl_engine.js yourself and pass `factory`", "load");
+      scope.importScripts(jsPath);
+      if (!scope.createPtlEngine) throw new EngineError(`loadModule: ${jsPath} did not define createPtlEngine`, "load");
+      factory = scope.createPtlEngine;
+      overrides["locateFile"] = (name: string) => joinPath(dir, name);
+      overrides["mainScriptUrlOrBlob"] = jsPath;
+    }
+  }
+  if (variant === "memory64") {
+    // The Memory64 glue needs the boundary adapter of memory64.ts (BigInt pointers).
+    let binary = overrides["wasmBinary"] as Uint8Array | undefined;
+    if (!binary) {
+      if (dir === undefined) throw new EngineError("loadModule: the memory64 build needs moduleDir or buildDir", "load");
+      const res = await fetch(joinPath(dir, "ptl_engine.wasm"));
+      if (!res.ok) throw new EngineError(`loadModule: could not fetch ${joinPath(dir, "ptl_engine.wasm")}: ${res.status}`, "load");
+      binary = new Uint8Array(await res.arrayBuffer());
+    }
+    overrides["instantiateWasm"] = memory64Instantiator(binary);
+  }
+  let mod: PtlModule;
+  try {
+    mod = await factory(overrides);
+  } catch (e) {
+    throw new EngineError(`could not start the ${variant} engine: ${e instanceof Error ? e.message : String(e)}`, "load");
+  }
+  const loaded = new LoadedModule(mod, poolSize);
+  // The engine's default is the hardware concurrency; never more threads than the pool can serve.
+  if (loaded.build.threads) loaded.setNumThreads(poolSize);
+  return loaded;
+}
+
+/** One loaded engine module, with the marshalling between JavaScript and the C API. */
+export class LoadedModule {
+  build: BuildInfo;
+  private readonly wide: boolean; // Memory64: pointers are BigInt
+  private live = 0;
+  private terminated = false;
+
+  constructor(readonly mod: PtlModule, readonly poolSize: number) {
+    // Memory64 is known from the build info; read it with a plain call first.
+    const raw = mod._ptl_build_info();
+    this.wide = typeof raw === "bigint";
+    this.build = JSON.parse(mod.UTF8ToString(raw)) as BuildInfo;
+  }
+
+  /** Threads the kernels use; returns the count in effect. Not while the engine computes. */
+  setNumThreads(n: number): number {
+    const got = this.mod._ptl_set_num_threads(Math.floor(n));
+    if (got < 0) this.fail("ptl_set_num_threads");
+    this.build = JSON.parse(this.mod.UTF8ToString(this.mod._ptl_build_info())) as BuildInfo;
+    return got;
+  }
+
+  /** The current size of the WebAssembly heap in bytes. */
+  heapBytes(): number {
+    const info = JSON.parse(this.mod.UTF8ToString(this.mod._ptl_build_info())) as BuildInfo;
+    return info.heap_bytes;
+  }
+
+  ptr(n: number): Ptr {
+    return this.wide ? BigInt(n) : n;
+  }
+  addr(p: Ptr): number {
+    return typeof p === "bigint" ? Number(p) : p >>> 0;
+  }
+  heap(): Uint8Array {
+    // The heap may have grown (and, with threads, on another thread): always take a fresh view.
+    const mem = this.mod.wasmMemory;
+    if (mem && mem.buffer.byteLength !== this.mod.HEAPU8.byteLength) return new Uint8Array(mem.buffer);
+    return this.mod.HEAPU8;
+  }
+  lastError(): string {
+    return this.mod.UTF8ToString(this.mod._ptl_last_error()) || "unknown engine error";
+  }
+  fail(call: string): never {
+    throw new EngineError(this.lastError(), call);
+  }
+  /** Copies bytes into the heap for the duration of fn. */
+  withBytes<T>(bytes: Uint8Array | string, fn: (p: Ptr, n: number) => T): T {
+    const data = typeof bytes === "string" ? new TextEncoder().encode(bytes) : bytes;
+    const p = this.mod._malloc(this.ptr(Math.max(1, data.length)));
+    if (this.addr(p) === 0) throw new EngineError(`out of memory copying ${data.length} bytes into the engine`, "malloc");
+    try {
+      this.heap().set(data, this.addr(p));
+      return fn(p, data.length);
+    } finally {
+      this.mod._free(p);
+    }
+  }
+  /** A NUL-terminated UTF-8 string in the heap for the duration of fn. */
+  withString<T>(s: string, fn: (p: Ptr) => T): T {
+    const enc = new TextEncoder().encode(s);
+    const z = new Uint8Array(enc.length + 1);
+    z.set(enc);
+    return this.withBytes(z, (p) => fn(p));
+  }
+  text(p: Ptr, call: string): string {
+    if (this.addr(p) === 0) this.fail(call);
+    return this.mod.UTF8ToString(p);
+  }
+  json<T>(p: Ptr, call: string): T {
+    return JSON.parse(this.text(p, call)) as T;
+  }
+  bytes(p: Ptr, call: string): Uint8Array {
+    if (this.addr(p) === 0) this.fail(call);
+    const n = this.mod._ptl_result_size();
+    const a = this.addr(p);
+    return this.heap().slice(a, a + n);
+  }
+  retain(): void {
+    this.live++;
+  }
+  release(): void {
+    this.live--;
+  }
+  get trainers(): number {
+    return this.live;
+  }
+  /** Stops the pthread workers (lets Node exit). The module is unusable afterwards. */
+  terminate(): void {
+    if (this.terminated) return;
+    this.terminated = true;
+    this.mod.PThread?.terminateAllThreads?.();
+  }
+}
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+function abortError(signal: AbortSignal): EngineError {
+  const reason: unknown = signal.reason;
+  return new EngineError(reason instanceof Error ? reason.message : "aborted", "abort");
+}
+
+/** One model (weights, optimizer state, data, programs) in a loaded engine module. */
+export class Engine {
+  private handle: number;
+  private disposed = false;
+
+  private constructor(readonly module: LoadedModule, handle: number, private readonly ownsModule: boolean) {
+    this.handle = handle;
+    module.retain();
+  }
+
+  /** A fresh model from a config (preset + overrides), initialised from train.seed. */
+  static async create(config: CreateConfig = {}, load: LoadOptions | LoadedModule = {}): Promise<Engine> {
+    const [module, owns] = load instanceof LoadedModule ? [load, false] : [await loadModule(load), true];
+    try {
+      const h = module.withString(JSON.stringify(config), (p) => module.mod._ptl_create(p));
+      if (h <= 0) module.fail("ptl_create");
+      return new Engine(module, h, owns);
+    } catch (e) {
+      if (owns) module.terminate();
+      throw e;
+    }
+  }
+
+  /** A model from checkpoint bytes (the native .tinygpt format). */
+  static async fromCheckpoint(bytes: Uint8Array, load: LoadOptions | LoadedModule = {}, name = "checkpoint"): Promise<Engine> {
+    const [module, owns] = load instanceof LoadedModule ? [load, false] : [await loadModule(load), true];
+    try {
+      const h = module.withString(name, (np) =>
+        module.withBytes(bytes, (p, n) => module.mod._ptl_create_from_checkpoint(p, n, np)),
+      );
+      if (h <= 0) module.fail("ptl_create_from_checkpoint");
+      return new Engine(module, h, owns);
+    } catch (e) {
+      if (owns) module.terminate();
+      throw e;
+    }
+  }
+
+  get build(): BuildInfo {
+    return this.module.build;
+  }
+
+  private h(): number {
+    if (this.disposed) throw new EngineError("the engine was disposed", "use");
+    return this.handle;
+  }
+  private get m(): PtlModule {
+    return this.module.mod;
+  }
+
+  async info(): Promise<EngineInfo> {
+    return this.module.json<EngineInfo>(this.m._ptl_info(this.h()), "ptl_info");
+  }
+
+  /** The text to train on (bytes are tokens); split 90/10 into training and validation. */
+  async setCorpus(corpus: Uint8Array | string, valFraction = 0.1): Promise<void> {
+    const h = this.h();
+    const rc = this.module.withBytes(corpus, (p, n) => this.m._ptl_set_corpus(h, p, n, valFraction));
+    if (rc !== 0) this.module.fail("ptl_set_corpus");
+  }
+
+  /** Changes the schedule (steps, lr, schedule, warmup, min_lr_frac, eval_* , sample_every). */
+  async updateTrainConfig(changes: Partial<TrainConfig>): Promise<void> {
+    const h = this.h();
+    const rc = this.module.withString(JSON.stringify(changes), (p) => this.m._ptl_update_train_config(h, p));
+    if (rc !== 0) this.module.fail("ptl_update_train_config");
+  }
+
+  /** Runs `steps` optimizer steps; returns every step's metrics. */
+  async train(steps: number, options: TrainOptions = {}): Promise<StepMetrics[]> {
+    const h = this.h();
+    if (!Number.isInteger(steps) || steps < 0) throw new EngineError("steps must be a non-negative integer", "ptl_train");
+    const chunk = Math.max(1, Math.floor(options.stepsPerChunk ?? 1));
+    const all: StepMetrics[] = [];
+    while (all.length < steps) {
+      if (options.signal?.aborted) throw abortError(options.signal);
+      const n = Math.min(chunk, steps - all.length);
+      const metrics = this.module.json<StepMetrics[]>(this.m._ptl_train(h, n), "ptl_train");
+      for (const m of metrics) {
+        all.push(m);
+        options.onProgress?.(m, all.length, steps);
+      }
+      if (all.length < steps) await yieldToEventLoop();
+    }
+    return all;
+  }
+
+  /** Loss on the fixed validation windows of the corpus. */
+  async validationLoss(): Promise<EvalMetrics> {
+    return this.module.json<EvalMetrics>(this.m._ptl_validation_loss(this.h()), "ptl_validation_loss");
+  }
+
+  /** Mean loss over every byte of a text (as `ptl eval --data`). */
+  async evaluate(text: Uint8Array | string): Promise<EvalMetrics> {
+    const h = this.h();
+    return this.module.withBytes(text, (p, n) =>
+      this.module.json<EvalMetrics>(this.m._ptl_evaluate_text(h, p, n), "ptl_evaluate_text"),
+    );
+  }
+
+  /** Continues a prompt, streaming each token to options.onToken. */
+  async generate(prompt: Uint8Array | string, options: GenerateOptions = {}): Promise<GenerateResult> {
+    const h = this.h();
+    const opts = JSON.stringify({
+      max_tokens: options.maxTokens ?? 200,
+      ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+      ...(options.topK !== undefined ? { top_k: options.topK } : {}),
+      ...(options.topP !== undefined ? { top_p: options.topP } : {}),
+      ...(options.seed !== undefined ? { seed: options.seed } : {}),
+    });
+    const out: number[] = [];
+    if ((options.mode ?? "callback") === "polling") {
+      const rc = this.module.withString(opts, (op) =>
+        this.module.withBytes(prompt, (p, n) => this.m._ptl_generate_start(h, p, n, op)),
+      );
+      if (rc !== 0) this.module.fail("ptl_generate_start");
+      try {
+        for (;;) {
+          if (options.signal?.aborted) throw abortError(options.signal);
+          const tok = this.m._ptl_generate_next(h);
+          if (tok === -1) break;
+          if (tok < 0) this.module.fail("ptl_generate_next");
+          out.push(tok);
+          if (options.onToken?.(tok) === false) break;
+          await yieldToEventLoop();
+        }
+      } finally {
+        this.m._ptl_generate_stop(h);
+      }
+    } else {
+      let thrown: unknown;
+      const onToken = options.onToken;
+      const signal = options.signal;
+      const cb = (tok: number): number => {
+        out.push(tok);
+        try {
+          if (signal?.aborted) return 0;
+          return onToken?.(tok) === false ? 0 : 1;
+        } catch (e) {
+          thrown = e; // never throw through the engine: stop it, rethrow here
+          return 0;
+        }
+      };
+      const wide = this.module.build.memory64;
+      const fn = this.m.addFunction(cb as (...args: never[]) => unknown, "ii");
+      try {
+        const res = this.module.withString(opts, (op) =>
+          this.module.withBytes(prompt, (p, n) => this.m._ptl_generate(h, p, n, op, wide ? BigInt(fn) : fn)),
+        );
+        if (this.module.addr(res) === 0) this.module.fail("ptl_generate");
+      } finally {
+        this.m.removeFunction(fn);
+      }
+      if (thrown !== undefined) throw thrown;
+      if (signal?.aborted) throw abortError(signal);
+    }
+    const tokens = Uint8Array.from(out);
+    return { tokens, text: new TextDecoder("utf-8").decode(tokens) };
+  }
+
+  /** The state as checkpoint bytes (.tinygpt, loadable by native `ptl`). */
+  async exportCheckpoint(options: { optimizer?: boolean } = {}): Promise<Uint8Array> {
+    const withOpt = options.optimizer ?? true;
+    return this.module.bytes(this.m._ptl_export_checkpoint(this.h(), withOpt ? 1 : 0), "ptl_export_checkpoint");
+  }
+
+  /** The weights only (a checkpoint without optimizer moments), e.g. a fresh model's initial weights. */
+  async exportWeights(): Promise<Uint8Array> {
+    return this.exportCheckpoint({ optimizer: false });
+  }
+
+  /** Replaces the whole state with a checkpoint's; on error nothing changes. */
+  async importCheckpoint(bytes: Uint8Array, name = "checkpoint"): Promise<void> {
+    const h = this.h();
+    const rc = this.module.withString(name, (np) =>
+      this.module.withBytes(bytes, (p, n) => this.m._ptl_load_checkpoint(h, p, n, np)),
+    );
+    if (rc !== 0) this.module.fail("ptl_load_checkpoint");
+  }
+
+  /** The serialised program (Program::to_json) that the engine runs for this model. */
+  async exportProgram(which: ProgramName = "train"): Promise<ProgramJson> {
+    const h = this.h();
+    return this.module.withString(which, (p) =>
+      this.module.json<ProgramJson>(this.m._ptl_export_program(h, p), "ptl_export_program"),
+    );
+  }
+
+  /** Frees the model; when this engine loaded its own module, stops the module's threads too. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.m._ptl_free(this.handle);
+    this.module.release();
+    if (this.ownsModule) this.module.terminate();
+  }
+}

@@ -1,0 +1,934 @@
+// The WebGPU executor: runs a serialised ptl program (engine/program.h, `ptl program`) with the
+// WGSL kernels of web/webgpu/kernels, the counterpart of engine/backends/cpu/cpu_backend.cpp.
+//
+// - WebGPUBackend owns the device, the compiled pipelines (created once per op variant and shared
+//   by every program), and the store of persistent tensors (parameters, AdamW moments, KV caches)
+//   keyed by name, so the train, eval and generate programs of one model see the same weights.
+// - Executor is one loaded program: one GPU buffer per non-persistent tensor, a list of prepared
+//   dispatches (pipeline + cached bind group + workgroup counts) built once at load time, and
+//   the per-dispatch uniform parameters in one buffer. run() records every dispatch of the
+//   program into one compute pass of one command encoder and submits it once.
+// - Reading back (the loss) goes through a pool of staging buffers with mapAsync and is never
+//   awaited by run() itself: the caller decides when (if ever) to wait.
+// - Device errors (validation, out-of-memory, uncaptured errors, device loss) are collected and
+//   turned into WebGPUError exceptions at the next call.
+import { type KernelSource, specialise } from './kernels.js';
+import { type OpInfo, type ProgramJSON, type TensorInfo, isPersistent, numel, parseProgram } from './program.js';
+
+export class WebGPUError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'WebGPUError';
+  }
+}
+
+export interface GPUTensor {
+  info: TensorInfo;
+  buffer: GPUBuffer;
+  bytes: number; // numel * 4 (the buffer itself is rounded up to 16 bytes)
+}
+
+type Access = 'r' | 'w';
+interface BindingSpec {
+  binding: number;
+  buffer: GPUBuffer;
+  access: Access;
+  what: string; // for error messages
+}
+interface DispatchSpec {
+  kernel: string;
+  entry: string;
+  defines?: Record<string, number>;
+  constants?: Record<string, number>;
+  params: ParamWord[];
+  bindings: BindingSpec[];
+  workgroups: [number, number, number];
+  label: string;
+}
+type ParamWord = { u: number } | { f: number } | { i: number };
+const u = (v: number): ParamWord => ({ u: v });
+const f = (v: number): ParamWord => ({ f: v });
+
+interface PreparedDispatch {
+  pipeline: GPUComputePipeline;
+  bindGroup: GPUBindGroup;
+  workgroups: [number, number, number];
+  label: string;
+}
+
+// float32 -> the double a person typing that number would mean (adamw.cpp's as_typed): the
+// shortest decimal that reads back as the same float.
+export function asTyped(x: number): number {
+  const fx = Math.fround(x);
+  for (let d = 1; d <= 9; d++) {
+    const s = fx.toPrecision(d);
+    if (Math.fround(parseFloat(s)) === fx) return parseFloat(s);
+  }
+  return fx;
+}
+
+// AdamW step scalars, computed in double exactly like engine/backends/cpu/kernels/adamw.cpp.
+export function adamwConstants(
+  lr: number, step: number, attrs: Record<string, number>,
+): [number, number, number, number, number, number, number, number] {
+  const lrD = asTyped(Math.fround(lr));
+  const b1 = asTyped(attrs['beta1'] ?? 0.9);
+  const b2 = asTyped(attrs['beta2'] ?? 0.95);
+  const wd = asTyped(attrs['weight_decay'] ?? 0);
+  const t = Math.trunc(Math.fround(step));
+  const bc1 = 1.0 - Math.pow(b1, t);
+  const bc2 = 1.0 - Math.pow(b2, t);
+  return [
+    1.0 - lrD * wd, // decay
+    1.0 - b1, // one_minus_b1
+    b2, // b2
+    1.0 - b2, // one_minus_b2
+    -(lrD / bc1), // neg_step
+    Math.sqrt(bc2), // bc2_sqrt
+    attrs['eps'] ?? 1e-8,
+    attrs['max_norm'] ?? 1.0,
+  ];
+}
+
+function ceilDiv(a: number, b: number): number {
+  return Math.floor((a + b - 1) / b);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export class WebGPUBackend {
+  readonly device: GPUDevice;
+  readonly kernels: KernelSource;
+  readonly store = new Map<string, GPUTensor>();
+  readonly maxWorkgroups: number;
+  private readonly modules = new Map<string, GPUShaderModule>();
+  private readonly pipelines = new Map<string, Promise<GPUComputePipeline>>();
+  private readonly layouts = new Map<string, GPUBindGroupLayout>();
+  private readonly staging: GPUBuffer[] = [];
+  private failure: WebGPUError | null = null;
+  private lost = false;
+
+  // matmulTile: the C tile of a workgroup in linear.wgsl; 'auto' = 64 x 64 (4 x 4 per thread),
+  // which measured faster than 128 x 128 (8 x 8 per thread) on an H200 (25.7 vs 11.6 TFLOP/s at
+  // 4096^3; the larger register block spills).
+  // matmulSplit: split-K factor; 'auto' splits products with fewer than 264 output tiles and
+  // P >= 512 so that about 528 workgroups run (four per SM of a large GPU).
+  // attentionRows: query (or key) rows per attention workgroup (one per thread); 'auto' = 64,
+  // which measured faster than 32 on an H200 even where 64 leaves few workgroups (Behemoth: 119
+  // vs 131 ms/step): smaller blocks re-read every K/V tile more often.
+  readonly options: { matmulTile: 'auto' | 64 | 128; matmulSplit: 'auto' | number; attentionRows: 'auto' | 32 | 64 };
+
+  constructor(device: GPUDevice, kernels: KernelSource,
+              options: { matmulTile?: 'auto' | 64 | 128; matmulSplit?: 'auto' | number; attentionRows?: 'auto' | 32 | 64 } = {}) {
+    this.device = device;
+    this.kernels = kernels;
+    this.options = {
+      matmulTile: options.matmulTile ?? 'auto', matmulSplit: options.matmulSplit ?? 'auto', attentionRows: options.attentionRows ?? 'auto',
+    };
+    this.maxWorkgroups = device.limits.maxComputeWorkgroupsPerDimension;
+    device.addEventListener('uncapturederror', (ev: Event) => {
+      const err = (ev as GPUUncapturedErrorEvent).error;
+      this.fail(`uncaptured WebGPU error: ${err.message}`);
+    });
+    void device.lost.then((info) => {
+      this.lost = true;
+      if (info.reason !== 'destroyed') this.fail(`WebGPU device lost (${info.reason}): ${info.message}`);
+    });
+  }
+
+  // The limits a training run needs beyond the defaults, capped by what the adapter offers.
+  static requiredLimits(adapter: GPUAdapter): Record<string, number> {
+    const a = adapter.limits;
+    return {
+      maxStorageBufferBindingSize: a.maxStorageBufferBindingSize,
+      maxBufferSize: a.maxBufferSize,
+      maxStorageBuffersPerShaderStage: Math.min(a.maxStorageBuffersPerShaderStage, 10),
+      maxComputeWorkgroupStorageSize: a.maxComputeWorkgroupStorageSize,
+    };
+  }
+
+  fail(message: string): void {
+    if (!this.failure) this.failure = new WebGPUError(message);
+  }
+
+  // Throws the first device error seen so far, if any.
+  check(): void {
+    if (this.failure) throw this.failure;
+    if (this.lost) throw new WebGPUError('WebGPU device was destroyed');
+  }
+
+  // ---- tensors -------------------------------------------------------------------------------
+
+  createBuffer(info: TensorInfo, label: string): GPUTensor {
+    const bytes = numel(info.shape) * 4;
+    const lim = this.device.limits;
+    if (bytes > lim.maxStorageBufferBindingSize || bytes > lim.maxBufferSize)
+      throw new WebGPUError(
+        `tensor '${info.name}' needs ${bytes} bytes, more than this device can bind ` +
+          `(maxStorageBufferBindingSize ${lim.maxStorageBufferBindingSize}, maxBufferSize ${lim.maxBufferSize})`,
+      );
+    const size = Math.max(16, Math.ceil(bytes / 16) * 16);
+    const buffer = this.device.createBuffer({
+      label,
+      size,
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+    });
+    return { info, buffer, bytes };
+  }
+
+  // A persistent tensor from the store, created zero-filled on first use (like the CPU TensorStore).
+  persistent(info: TensorInfo): GPUTensor {
+    const t = this.store.get(info.name);
+    if (t) {
+      if (t.bytes !== numel(info.shape) * 4)
+        throw new WebGPUError(`tensor '${info.name}' exists with a different size (${t.bytes} bytes)`);
+      return t;
+    }
+    const created = this.createBuffer(info, info.name);
+    this.store.set(info.name, created);
+    return created;
+  }
+
+  // Sets (creating if needed) a persistent tensor, e.g. a parameter from a checkpoint.
+  setPersistent(name: string, shape: number[], data: Float32Array | Int32Array, kind: TensorInfo['kind'] = 'parameter'): void {
+    this.check();
+    if (data.length !== numel(shape)) throw new WebGPUError(`tensor '${name}': ${data.length} values for shape [${shape}]`);
+    const t = this.persistent({ name, kind, dtype: data instanceof Int32Array ? 'i32' : 'f32', shape, trainable: kind === 'parameter' });
+    this.device.queue.writeBuffer(t.buffer, 0, data.buffer, data.byteOffset, data.byteLength);
+  }
+
+  // Loads every tensor of a checkpoint (parameters and, when present, optim.m.* / optim.v.*).
+  loadWeights(tensors: { name: string; shape: number[]; data: Float32Array | Int32Array }[]): void {
+    for (const t of tensors)
+      this.setPersistent(t.name, t.shape, t.data, t.name.startsWith('optim.') ? 'optim_state' : 'parameter');
+  }
+
+  // ---- readback ------------------------------------------------------------------------------
+
+  private acquireStaging(size: number): GPUBuffer {
+    const i = this.staging.findIndex((b) => b.size >= size);
+    if (i >= 0) return this.staging.splice(i, 1)[0]!;
+    return this.device.createBuffer({ label: 'staging', size: Math.max(256, Math.ceil(size / 256) * 256), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  }
+
+  private releaseStaging(b: GPUBuffer): void {
+    this.staging.push(b);
+  }
+
+  // Copies `sources` into one staging buffer on `encoder`; returns a function that, once the
+  // encoder's commands are submitted, maps the buffer and resolves with copies of the data.
+  encodeReadback(encoder: GPUCommandEncoder, sources: GPUTensor[]): () => Promise<Map<string, Float32Array | Int32Array>> {
+    const offsets: number[] = [];
+    let total = 0;
+    for (const s of sources) {
+      offsets.push(total);
+      total += Math.ceil(s.bytes / 4) * 4;
+    }
+    const staging = this.acquireStaging(Math.max(4, total));
+    sources.forEach((s, k) => encoder.copyBufferToBuffer(s.buffer, 0, staging, offsets[k]!, Math.ceil(s.bytes / 4) * 4));
+    return async () => {
+      try {
+        await staging.mapAsync(GPUMapMode.READ, 0, staging.size);
+      } catch (e) {
+        this.check();
+        throw new WebGPUError(`reading back ${sources.map((s) => s.info.name).join(', ')} failed: ${(e as Error).message}`);
+      }
+      const mapped = staging.getMappedRange(0, staging.size);
+      const out = new Map<string, Float32Array | Int32Array>();
+      sources.forEach((s, k) => {
+        const src = mapped.slice(offsets[k]!, offsets[k]! + s.bytes);
+        out.set(s.info.name, s.info.dtype === 'i32' ? new Int32Array(src) : new Float32Array(src));
+      });
+      staging.unmap();
+      this.releaseStaging(staging);
+      return out;
+    };
+  }
+
+  // Reads tensors now (waits for the GPU): for tests, debugging and checkpoint export.
+  async read(tensors: GPUTensor[]): Promise<Map<string, Float32Array | Int32Array>> {
+    this.check();
+    const encoder = this.device.createCommandEncoder({ label: 'read' });
+    const finish = this.encodeReadback(encoder, tensors);
+    this.submitChecked([encoder.finish()], 'read');
+    const r = await finish();
+    this.check();
+    return r;
+  }
+
+  async readPersistent(name: string): Promise<Float32Array | Int32Array> {
+    const t = this.store.get(name);
+    if (!t) throw new WebGPUError(`no persistent tensor '${name}'`);
+    return (await this.read([t])).get(name)!;
+  }
+
+  // Submits inside validation and out-of-memory error scopes without waiting for them: a failure
+  // is recorded and thrown by the next call.
+  submitChecked(buffers: GPUCommandBuffer[], what: string): void {
+    this.device.pushErrorScope('out-of-memory');
+    this.device.pushErrorScope('validation');
+    this.device.queue.submit(buffers);
+    const onError = (kind: string) => (e: GPUError | null) => {
+      if (e) this.fail(`${what}: WebGPU ${kind} error: ${e.message}`);
+    };
+    void this.device.popErrorScope().then(onError('validation'));
+    void this.device.popErrorScope().then(onError('out-of-memory'));
+  }
+
+  // ---- pipelines -----------------------------------------------------------------------------
+
+  private async module(kernel: string, defines: Record<string, number>): Promise<GPUShaderModule> {
+    const key = `${kernel}|${JSON.stringify(defines)}`;
+    let m = this.modules.get(key);
+    if (!m) {
+      let code: string;
+      try {
+        code = specialise(this.kernels(kernel), defines);
+      } catch (e) {
+        throw new WebGPUError(`kernel '${kernel}': ${(e as Error).message}`);
+      }
+      // Compile errors are taken from a validation error scope: the message carries line and
+      // column. (getCompilationInfo() crashes Dawn's Node binding on a module with errors.)
+      this.device.pushErrorScope('validation');
+      m = this.device.createShaderModule({ label: `${kernel}.wgsl`, code });
+      const err = await this.device.popErrorScope();
+      if (err) throw new WebGPUError(`WGSL compile error in kernels/${kernel}.wgsl ${JSON.stringify(defines)}:\n${err.message}`);
+      this.modules.set(key, m);
+    }
+    return m;
+  }
+
+  layout(bindings: { binding: number; access: Access }[]): GPUBindGroupLayout {
+    const key = bindings.map((b) => `${b.binding}${b.access}`).join(',');
+    let l = this.layouts.get(key);
+    if (!l) {
+      l = this.device.createBindGroupLayout({
+        label: key,
+        entries: [
+          { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform' } },
+          ...bindings.map((b) => ({
+            binding: b.binding,
+            visibility: GPUShaderStage.COMPUTE,
+            buffer: { type: (b.access === 'w' ? 'storage' : 'read-only-storage') as GPUBufferBindingType },
+          })),
+        ],
+      });
+      this.layouts.set(key, l);
+    }
+    return l;
+  }
+
+  // One pipeline per (kernel, entry point, defines, override constants, binding layout).
+  pipeline(spec: DispatchSpec): Promise<GPUComputePipeline> {
+    const defines = spec.defines ?? {};
+    const constants = spec.constants ?? {};
+    const layoutKey = spec.bindings.map((b) => `${b.binding}${b.access}`).join(',');
+    const key = `${spec.kernel}|${spec.entry}|${JSON.stringify(defines)}|${JSON.stringify(constants)}|${layoutKey}`;
+    let p = this.pipelines.get(key);
+    if (!p) {
+      p = (async () => {
+        const module = await this.module(spec.kernel, defines);
+        const layout = this.device.createPipelineLayout({ bindGroupLayouts: [this.layout(spec.bindings)] });
+        try {
+          return await this.device.createComputePipelineAsync({
+            label: `${spec.kernel}.${spec.entry}`,
+            layout,
+            compute: { module, entryPoint: spec.entry, constants },
+          });
+        } catch (e) {
+          throw new WebGPUError(`cannot create pipeline ${spec.kernel}.wgsl:${spec.entry} ${JSON.stringify(constants)}: ${(e as Error).message}`);
+        }
+      })();
+      this.pipelines.set(key, p);
+      p.catch(() => this.pipelines.delete(key));
+    }
+    return p;
+  }
+
+  get pipelineCount(): number {
+    return this.pipelines.size;
+  }
+
+  // Loads a program: allocates its tensors, plans and prepares every dispatch.
+  async load(program: string | ProgramJSON): Promise<Executor> {
+    this.check();
+    const ex = new Executor(this, parseProgram(program));
+    try {
+      await ex.prepare();
+    } catch (e) {
+      ex.destroy();
+      throw e;
+    }
+    return ex;
+  }
+
+  // Frees the persistent tensors (every program loaded on this backend becomes unusable).
+  clearStore(): void {
+    for (const t of this.store.values()) t.buffer.destroy();
+    this.store.clear();
+  }
+
+  destroy(): void {
+    this.clearStore();
+    for (const b of this.staging) b.destroy();
+    this.staging.length = 0;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export class Executor {
+  readonly backend: WebGPUBackend;
+  readonly program: ProgramJSON;
+  readonly tensors: (GPUTensor | null)[];
+  private readonly owned: GPUBuffer[] = [];
+  private specs: DispatchSpec[] = [];
+  private prepared: PreparedDispatch[] = [];
+  private paramsBuffer: GPUBuffer | null = null;
+  private dummyRead: GPUBuffer | null = null;
+  private readonly dummyWrite: GPUBuffer[] = [];
+  // AdamW: distinct attribute sets -> slot in the constants buffer.
+  private readonly adamwGroups = new Map<string, { slot: number; attrs: Record<string, number> }>();
+  private adamwConsts: GPUBuffer | null = null;
+  // Host-side range checks of i32 inputs (token ids): tensor id -> exclusive upper bound.
+  private readonly idBounds = new Map<number, number>();
+  runs = 0;
+
+  constructor(backend: WebGPUBackend, program: ProgramJSON) {
+    this.backend = backend;
+    this.program = program;
+    this.tensors = program.tensors.map((t) => {
+      if (isPersistent(t)) return backend.persistent(t);
+      const g = backend.createBuffer(t, t.name);
+      this.owned.push(g.buffer);
+      return g;
+    });
+  }
+
+  get dispatchCount(): number {
+    return this.prepared.length;
+  }
+
+  id(name: string): number {
+    const i = this.program.tensors.findIndex((t) => t.name === name);
+    if (i < 0) throw new WebGPUError(`program '${this.program.name}' has no tensor '${name}'`);
+    return i;
+  }
+
+  tensor(name: string): GPUTensor {
+    return this.tensors[this.id(name)]!;
+  }
+
+  // ---- planning ------------------------------------------------------------------------------
+
+  private shape(id: number): number[] {
+    return this.program.tensors[id]!.shape;
+  }
+  private numel(id: number): number {
+    return numel(this.shape(id));
+  }
+  private buf(id: number): GPUBuffer {
+    return this.tensors[id]!.buffer;
+  }
+  private name(id: number): string {
+    return this.program.tensors[id]!.name;
+  }
+  private readDummy(): GPUBuffer {
+    this.dummyRead ??= this.backend.device.createBuffer({ label: 'absent (read)', size: 16, usage: GPUBufferUsage.STORAGE });
+    return this.dummyRead;
+  }
+  private writeDummy(k: number): GPUBuffer {
+    while (this.dummyWrite.length <= k)
+      this.dummyWrite.push(this.backend.device.createBuffer({ label: `absent (write ${this.dummyWrite.length})`, size: 16, usage: GPUBufferUsage.STORAGE }));
+    return this.dummyWrite[k]!;
+  }
+  private scratch(floats: number, label: string): GPUBuffer {
+    const b = this.backend.device.createBuffer({ label, size: Math.max(16, Math.ceil((floats * 4) / 16) * 16), usage: GPUBufferUsage.STORAGE });
+    this.owned.push(b);
+    return b;
+  }
+
+  // A 1-D range of `count` workgroups as a 2-D grid (each dimension is limited, 65535 by default);
+  // kernels linearise it as wid.y * num_workgroups.x + wid.x and skip the overshoot.
+  private grid(count: number): [number, number, number] {
+    const max = this.backend.maxWorkgroups;
+    const x = Math.max(1, Math.min(count, max));
+    const y = ceilDiv(count, x);
+    if (y > max) throw new WebGPUError(`dispatch of ${count} workgroups is too large for this device`);
+    return [x, y, 1];
+  }
+
+  private plan(op: OpInfo, k: number): DispatchSpec[] {
+    const inp = (i: number): number => (i < op.inputs.length ? op.inputs[i]! : -1);
+    const out = (i: number): number => (i < op.outputs.length ? op.outputs[i]! : -1);
+    const acc = (i: number): boolean => (op.attrs[`acc${i}`] ?? 0) !== 0;
+    const label = `op ${k} ${op.op}`;
+    const r = (binding: number, id: number): BindingSpec =>
+      id >= 0
+        ? { binding, buffer: this.buf(id), access: 'r', what: this.name(id) }
+        : { binding, buffer: this.readDummy(), access: 'r', what: '(absent)' };
+    let dummies = 0;
+    const w = (binding: number, id: number): BindingSpec =>
+      id >= 0
+        ? { binding, buffer: this.buf(id), access: 'w', what: this.name(id) }
+        : { binding, buffer: this.writeDummy(dummies++), access: 'w', what: '(absent)' };
+    const need = (id: number, what: string): number => {
+      if (id < 0) throw new WebGPUError(`${label}: missing ${what}`);
+      return id;
+    };
+    const elementwise = (n: number) => this.grid(ceilDiv(n, 256));
+    const b1 = (v: boolean): number => (v ? 1 : 0);
+
+    switch (op.op) {
+      case 'embedding': {
+        const tokens = need(inp(0), 'tokens'), tokEmb = need(inp(1), 'tok_emb'), posEmb = need(inp(2), 'pos_emb');
+        const [B, T] = this.shape(tokens) as [number, number];
+        const [V, C] = this.shape(tokEmb) as [number, number];
+        this.idBounds.set(tokens, V);
+        if (this.shape(posEmb)[0]! < T) throw new WebGPUError(`${label}: ${T} positions but pos_emb has ${this.shape(posEmb)[0]}`);
+        const n = B * T * C;
+        return [{
+          kernel: 'embedding', entry: 'main', label, constants: { HAS_POS0: b1(inp(3) >= 0) },
+          params: [u(n), u(T), u(C), u(0)],
+          bindings: [r(1, tokens), r(2, tokEmb), r(3, posEmb), r(4, inp(3)), w(5, need(out(0), 'x'))],
+          workgroups: elementwise(n),
+        }];
+      }
+      case 'embedding_backward': {
+        const dx = need(inp(0), 'dx'), tokens = need(inp(1), 'tokens');
+        const [B, T] = this.shape(tokens) as [number, number];
+        const C = this.shape(dx).at(-1)!;
+        const dtok = out(0), dpos = out(1);
+        const V = dtok >= 0 ? this.shape(dtok)[0]! : 0, ctx = dpos >= 0 ? this.shape(dpos)[0]! : 0;
+        const params = [u(B * T), u(T), u(C), u(V), u(ctx), u(0), u(0), u(0)];
+        const constants = { HAS_POS0: b1(inp(2) >= 0), ACC_TOK: b1(acc(0)), ACC_POS: b1(acc(1)) };
+        const specs: DispatchSpec[] = [];
+        if (dtok >= 0)
+          specs.push({ kernel: 'embedding_backward', entry: 'dtok_main', label: `${label} dtok`, constants, params,
+            bindings: [r(1, dx), r(2, tokens), w(4, dtok)], workgroups: this.grid(V) });
+        if (dpos >= 0)
+          specs.push({ kernel: 'embedding_backward', entry: 'dpos_main', label: `${label} dpos`, constants, params,
+            bindings: [r(1, dx), r(3, inp(2)), w(5, dpos)], workgroups: elementwise(ctx * C) });
+        return specs;
+      }
+      case 'layernorm': {
+        const x = need(inp(0), 'x');
+        const C = this.shape(x).at(-1)!, N = this.numel(x) / C;
+        return [{
+          kernel: 'layernorm', entry: 'main', label,
+          constants: { HAS_MEAN: b1(out(1) >= 0), HAS_RSTD: b1(out(2) >= 0) },
+          params: [u(N), u(C), f(op.attrs['eps'] ?? 1e-5), u(0)],
+          bindings: [r(1, x), r(2, need(inp(1), 'w')), r(3, need(inp(2), 'b')), w(4, need(out(0), 'y')), w(5, out(1)), w(6, out(2))],
+          workgroups: this.grid(N),
+        }];
+      }
+      case 'layernorm_backward': {
+        const dy = need(inp(0), 'dy'), x = need(inp(1), 'x'), wt = need(inp(2), 'w');
+        const mean = need(inp(3), 'mean'), rstd = need(inp(4), 'rstd');
+        const C = this.shape(x).at(-1)!, N = this.numel(x) / C;
+        const params = [u(N), u(C), u(0), u(0)];
+        const constants = {
+          ACC_DX: b1(acc(0)), ACC_DW: b1(acc(1)), ACC_DB: b1(acc(2)), HAS_DW: b1(out(1) >= 0), HAS_DB: b1(out(2) >= 0),
+        };
+        const specs: DispatchSpec[] = [];
+        if (out(0) >= 0)
+          specs.push({ kernel: 'layernorm_backward', entry: 'dx_main', label: `${label} dx`, constants, params,
+            bindings: [r(1, dy), r(2, x), r(3, wt), r(4, mean), r(5, rstd), w(6, out(0))], workgroups: this.grid(N) });
+        if (out(1) >= 0 || out(2) >= 0)
+          specs.push({ kernel: 'layernorm_backward', entry: 'dwdb_main', label: `${label} dw/db`, constants, params,
+            bindings: [r(1, dy), r(2, x), r(4, mean), r(5, rstd), w(7, out(1)), w(8, out(2))],
+            workgroups: [ceilDiv(C, 32), 1, 1] });
+        return specs;
+      }
+      case 'linear': {
+        const x = need(inp(0), 'x'), W = need(inp(1), 'W');
+        const K = this.shape(x).at(-1)!, M = this.numel(x) / K, N = this.shape(W)[0]!;
+        if (this.shape(W)[1] !== K) throw new WebGPUError(`${label}: W is [${this.shape(W)}] for inputs of width ${K}`);
+        return this.matmul(`${label}`, { I: M, J: N, P: K, transA: false, lda: K, transB: true, ldb: K, ldc: N },
+          r(1, x), r(2, W), r(3, inp(2)), w(4, need(out(0), 'y')), inp(2) >= 0, false);
+      }
+      case 'linear_backward': {
+        const dy = need(inp(0), 'dy'), x = need(inp(1), 'x'), W = need(inp(2), 'W');
+        const K = this.shape(x).at(-1)!, M = this.numel(x) / K, N = this.shape(W)[0]!;
+        const specs: DispatchSpec[] = [];
+        if (out(0) >= 0)
+          specs.push(...this.matmul(`${label} dx`, { I: M, J: K, P: N, transA: false, lda: N, transB: false, ldb: K, ldc: K },
+            r(1, dy), r(2, W), r(3, -1), w(4, out(0)), false, acc(0)));
+        if (out(1) >= 0)
+          specs.push(...this.matmul(`${label} dW`, { I: N, J: K, P: M, transA: true, lda: N, transB: false, ldb: K, ldc: K },
+            r(1, dy), r(2, x), r(3, -1), w(4, out(1)), false, acc(1)));
+        if (out(2) >= 0)
+          specs.push({ kernel: 'linear_backward', entry: 'bias_grad', label: `${label} db`, constants: { ACC: b1(acc(2)) },
+            params: [u(M), u(N), u(0), u(0)], bindings: [r(1, dy), w(2, out(2))], workgroups: [ceilDiv(N, 32), 1, 1] });
+        return specs;
+      }
+      case 'attention': {
+        const q = need(inp(0), 'q');
+        const [B, T, C] = this.shape(q) as [number, number, number];
+        const H = op.attrs['heads'] ?? 0;
+        const HS = this.headSize(label, C, H);
+        let BKV = 16;
+        while (2 * BKV * HS * 4 > this.backend.device.limits.maxComputeWorkgroupStorageSize && BKV > 1) BKV /= 2;
+        const BQ = this.rowsPerWorkgroup();
+        return [{
+          kernel: 'attention', entry: 'main', label, defines: { HS, BKV, BQ }, constants: { HAS_LSE: b1(out(1) >= 0) },
+          params: [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)],
+          bindings: [r(1, q), r(2, need(inp(1), 'k')), r(3, need(inp(2), 'v')), w(4, need(out(0), 'y')), w(5, out(1))],
+          workgroups: [ceilDiv(T, BQ), B * H, 1],
+        }];
+      }
+      case 'attention_backward': {
+        const ins = [0, 1, 2, 3, 4, 5].map((i) => need(inp(i), ['dy', 'q', 'k', 'v', 'y', 'lse'][i]!));
+        const [B, T, C] = this.shape(ins[1]!) as [number, number, number];
+        const H = op.attrs['heads'] ?? 0;
+        const HS = this.headSize(label, C, H);
+        let BT = 16;
+        while ((2 * BT * HS + 2 * BT) * 4 > this.backend.device.limits.maxComputeWorkgroupStorageSize && BT > 1) BT /= 2;
+        const params = [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)];
+        const WG = this.rowsPerWorkgroup();
+        const constants = {
+          ACC_DQ: b1(acc(0)), ACC_DK: b1(acc(1)), ACC_DV: b1(acc(2)), HAS_DK: b1(out(1) >= 0), HAS_DV: b1(out(2) >= 0),
+        };
+        const inputs = ins.map((id, i) => r(i + 1, id));
+        const specs: DispatchSpec[] = [];
+        if (out(0) >= 0)
+          specs.push({ kernel: 'attention_backward', entry: 'dq_main', label: `${label} dq`, defines: { HS, BT, WG }, constants, params,
+            bindings: [...inputs, w(7, out(0))], workgroups: [ceilDiv(T, WG), B * H, 1] });
+        if (out(1) >= 0 || out(2) >= 0)
+          specs.push({ kernel: 'attention_backward', entry: 'dkdv_main', label: `${label} dk/dv`, defines: { HS, BT, WG }, constants, params,
+            bindings: [...inputs, w(8, out(1)), w(9, out(2))], workgroups: [ceilDiv(T, WG), B * H, 1] });
+        return specs;
+      }
+      case 'gelu': {
+        const x = need(inp(0), 'x'), n = this.numel(x);
+        return [{ kernel: 'gelu', entry: 'main', label, params: [u(n), u(0), u(0), u(0)],
+          bindings: [r(1, x), w(2, need(out(0), 'y'))], workgroups: elementwise(n) }];
+      }
+      case 'gelu_backward': {
+        const dy = need(inp(0), 'dy'), n = this.numel(dy);
+        if (out(0) < 0) return [];
+        return [{ kernel: 'gelu_backward', entry: 'main', label, constants: { ACC: b1(acc(0)) }, params: [u(n), u(0), u(0), u(0)],
+          bindings: [r(1, dy), r(2, need(inp(1), 'x')), w(3, out(0))], workgroups: elementwise(n) }];
+      }
+      case 'add': {
+        const a = need(inp(0), 'a'), n = this.numel(a);
+        return [{ kernel: 'add', entry: 'main', label, params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
+          bindings: [r(1, a), r(2, need(inp(1), 'b')), w(3, need(out(0), 'y'))], workgroups: elementwise(n) }];
+      }
+      case 'add_backward': {
+        const dy = need(inp(0), 'dy'), n = this.numel(dy);
+        if (out(0) < 0 && out(1) < 0) return [];
+        return [{ kernel: 'add_backward', entry: 'main', label,
+          constants: { HAS_DA: b1(out(0) >= 0), HAS_DB: b1(out(1) >= 0), ACC_A: b1(acc(0)), ACC_B: b1(acc(1)) },
+          params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
+          bindings: [r(1, dy), w(2, out(0)), w(3, out(1))], workgroups: elementwise(n) }];
+      }
+      case 'cross_entropy': {
+        const logits = need(inp(0), 'logits'), targets = need(inp(1), 'targets');
+        const [M, V] = this.shape(logits) as [number, number];
+        this.idBounds.set(targets, V);
+        const rowloss = this.scratch(M, `${label} row losses`);
+        const params = [u(M), u(V), u(0), u(0)];
+        const constants = { HAS_MASK: b1(inp(2) >= 0), HAS_LSE: b1(out(1) >= 0) };
+        const rl = (binding: number): BindingSpec => ({ binding, buffer: rowloss, access: 'w', what: 'row losses' });
+        const specs: DispatchSpec[] = [{
+          kernel: 'cross_entropy', entry: 'rows_main', label: `${label} rows`, constants, params,
+          bindings: [r(1, logits), r(2, targets), r(3, inp(2)), w(4, out(1)), rl(5)], workgroups: this.grid(M),
+        }];
+        if (out(0) >= 0)
+          specs.push({ kernel: 'cross_entropy', entry: 'total_main', label: `${label} total`, constants, params,
+            bindings: [r(3, inp(2)), rl(5), w(6, out(0))], workgroups: [1, 1, 1] });
+        return specs;
+      }
+      case 'cross_entropy_backward': {
+        const logits = need(inp(0), 'logits');
+        const [M, V] = this.shape(logits) as [number, number];
+        if (out(0) < 0) return [];
+        return [{
+          kernel: 'cross_entropy_backward', entry: 'main', label,
+          constants: { HAS_LSE: b1(inp(2) >= 0), HAS_MASK: b1(inp(3) >= 0), ACC: b1(acc(0)) },
+          params: [u(M), u(V), u(0), u(0)],
+          bindings: [r(1, logits), r(2, need(inp(1), 'targets')), r(3, inp(2)), r(4, inp(3)), w(5, out(0))],
+          workgroups: this.grid(M),
+        }];
+      }
+      case 'grad_norm': {
+        const CHUNK = 2048;
+        const groups = op.inputs.map((id) => (id >= 0 ? ceilDiv(this.numel(id), CHUNK) : 0));
+        const total = groups.reduce((a, b) => a + b, 0);
+        const partials = this.scratch(Math.max(1, total), `${label} partial sums`);
+        const pw = (binding: number): BindingSpec => ({ binding, buffer: partials, access: 'w', what: 'partial sums' });
+        const specs: DispatchSpec[] = [];
+        let base = 0;
+        op.inputs.forEach((id, i) => {
+          if (id < 0 || groups[i] === 0) return;
+          specs.push({ kernel: 'grad_norm', entry: 'partial_main', label: `${label} ${this.name(id)}`,
+            params: [u(this.numel(id)), u(base), u(0), u(0)], bindings: [r(1, id), pw(2)], workgroups: this.grid(groups[i]!) });
+          base += groups[i]!;
+        });
+        specs.push({ kernel: 'grad_norm', entry: 'finish_main', label: `${label} finish`,
+          params: [u(0), u(0), u(total), u(0)], bindings: [pw(2), w(3, need(out(0), 'norm'))], workgroups: [1, 1, 1] });
+        return specs;
+      }
+      case 'adamw': {
+        const p = need(inp(0), 'param'), g = need(inp(1), 'grad'), m = need(inp(2), 'm'), v = need(inp(3), 'v');
+        const norm = need(inp(4), 'norm');
+        need(inp(5), 'hparams');
+        if (out(0) !== p || out(1) !== m || out(2) !== v) throw new WebGPUError(`${label}: adamw must update param, m and v in place`);
+        const attrs = { beta1: op.attrs['beta1'] ?? 0.9, beta2: op.attrs['beta2'] ?? 0.95, eps: op.attrs['eps'] ?? 1e-8,
+          weight_decay: op.attrs['weight_decay'] ?? 0, max_norm: op.attrs['max_norm'] ?? 1 };
+        const key = JSON.stringify(attrs);
+        let grp = this.adamwGroups.get(key);
+        if (!grp) {
+          grp = { slot: this.adamwGroups.size, attrs };
+          this.adamwGroups.set(key, grp);
+        }
+        const n = this.numel(p);
+        return [{
+          kernel: 'adamw', entry: 'main', label, params: [u(n), u(grp.slot), u(0), u(0)],
+          bindings: [
+            { binding: 1, buffer: this.readDummy(), access: 'r', what: 'adamw constants' }, // replaced in prepare()
+            r(2, norm), w(3, p), r(4, g), w(5, m), w(6, v),
+          ],
+          workgroups: elementwise(n),
+        }];
+      }
+      case 'kv_cache_write':
+      case 'attention_cached':
+        throw new WebGPUError(`${label}: op '${op.op}' (generation with a KV cache) is not implemented by the WebGPU backend yet`);
+      default:
+        throw new WebGPUError(`${label}: unknown op '${String((op as OpInfo).op)}'`);
+    }
+  }
+
+  // Attention rows per workgroup (one per thread), see options.attentionRows.
+  private rowsPerWorkgroup(): number {
+    const opt = this.backend.options.attentionRows;
+    return opt === 'auto' ? 64 : opt;
+  }
+
+  private headSize(label: string, C: number, H: number): number {
+    if (!(H > 0) || C % H !== 0) throw new WebGPUError(`${label}: width ${C} is not divisible by ${H} heads`);
+    return C / H;
+  }
+
+  private matmul(
+    label: string,
+    d: { I: number; J: number; P: number; transA: boolean; lda: number; transB: boolean; ldb: number; ldc: number },
+    a: BindingSpec, b: BindingSpec, bias: BindingSpec, c: BindingSpec, hasBias: boolean, accumulate: boolean,
+  ): DispatchSpec[] {
+    const big = this.backend.device.limits.maxComputeWorkgroupStorageSize >= 16384 &&
+      (this.backend.options.matmulTile === 128 ||
+        false);
+    const tile = big ? 128 : 64;
+    const gx = ceilDiv(d.J, tile), gy = ceilDiv(d.I, tile);
+    if (gx > this.backend.maxWorkgroups || gy > this.backend.maxWorkgroups)
+      throw new WebGPUError(`${label}: a [${d.I}, ${d.J}] product needs more workgroups than this device dispatches`);
+    // Split-K: how many chunks of P (each a multiple of the 16-deep K step).
+    const opt = this.backend.options.matmulSplit;
+    let splits = 1;
+    if (opt === 'auto') {
+      if (gx * gy < 264 && d.P >= 512) splits = Math.min(Math.floor(d.P / 256), Math.ceil(528 / (gx * gy)));
+    } else splits = Math.max(1, Math.min(opt, ceilDiv(d.P, 16)));
+    let pchunk = d.P;
+    if (splits > 1) {
+      pchunk = ceilDiv(ceilDiv(d.P, splits), 16) * 16;
+      splits = ceilDiv(d.P, pchunk);
+    }
+    const constants = {
+      TRANS_A: d.transA ? 1 : 0, TRANS_B: d.transB ? 1 : 0, ALIGNED_A: d.lda % 4 === 0 ? 1 : 0,
+      ALIGNED_B: d.ldb % 4 === 0 ? 1 : 0, HAS_BIAS: hasBias ? 1 : 0, ACC: accumulate ? 1 : 0, SPLIT: splits > 1 ? 1 : 0,
+    };
+    const params = [u(d.I), u(d.J), u(d.P), u(d.lda), u(d.ldb), u(d.ldc), u(pchunk), u(splits)];
+    const defines = { TM: tile / 16, TN: tile / 16 };
+    if (splits === 1)
+      return [{ kernel: 'linear', entry: 'main', label, defines, constants, params, bindings: [a, b, bias, c], workgroups: [gx, gy, 1] }];
+    this.splitFloats = Math.max(this.splitFloats, splits * d.I * d.J);
+    const scratchW: BindingSpec = { binding: 4, buffer: this.splitPlaceholder(), access: 'w', what: 'split-K partial products' };
+    const scratchR: BindingSpec = { binding: 5, buffer: this.splitPlaceholder(), access: 'r', what: 'split-K partial products' };
+    return [
+      { kernel: 'linear', entry: 'main', label: `${label} split ${splits}`, defines, constants, params,
+        bindings: [a, b, bias, scratchW], workgroups: [gx, gy, splits] },
+      { kernel: 'linear', entry: 'reduce_split', label: `${label} reduce`, defines, constants, params,
+        bindings: [bias, c, scratchR], workgroups: this.grid(ceilDiv(d.I * d.J, 256)) },
+    ];
+  }
+
+  // One scratch buffer serves every split-K product of the program (they run one after another).
+  private splitFloats = 0;
+  private splitDummy: GPUBuffer | null = null;
+  private splitPlaceholder(): GPUBuffer {
+    this.splitDummy ??= this.backend.device.createBuffer({ label: 'split-K placeholder', size: 16, usage: GPUBufferUsage.STORAGE });
+    return this.splitDummy;
+  }
+
+  // Plans every op, creates (or reuses) the pipelines, the uniform buffer and the bind groups.
+  async prepare(): Promise<void> {
+    const device = this.backend.device;
+    this.specs = this.program.ops.flatMap((op, k) => this.plan(op, k));
+    if (this.adamwGroups.size > 0) {
+      this.adamwConsts = device.createBuffer({ label: 'adamw constants', size: 32 * this.adamwGroups.size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+      this.owned.push(this.adamwConsts);
+      for (const s of this.specs)
+        if (s.kernel === 'adamw') s.bindings[0] = { binding: 1, buffer: this.adamwConsts, access: 'r', what: 'adamw constants' };
+    }
+    if (this.splitDummy) {
+      const scratch = this.scratch(this.splitFloats, 'split-K partial products');
+      for (const s of this.specs) for (const b of s.bindings) if (b.buffer === this.splitDummy) b.buffer = scratch;
+      this.splitDummy.destroy();
+      this.splitDummy = null;
+    }
+    // WebGPU forbids a buffer bound writable together with any other binding in one dispatch.
+    for (const s of this.specs) {
+      s.bindings.forEach((b, i) => {
+        s.bindings.forEach((o, j) => {
+          if (i !== j && b.buffer === o.buffer && (b.access === 'w' || o.access === 'w') && b.what !== '(absent)')
+            throw new WebGPUError(`${s.label}: tensor '${b.what}' is both written and bound again in one dispatch`);
+        });
+      });
+    }
+    const align = device.limits.minUniformBufferOffsetAlignment;
+    const slot = Math.max(align, 64);
+    const data = new ArrayBuffer(Math.max(slot, slot * this.specs.length));
+    const dv = new DataView(data);
+    this.specs.forEach((s, k) => {
+      if (s.params.length * 4 > 64) throw new Error(`${s.label}: too many parameters`);
+      s.params.forEach((p, i) => {
+        const o = k * slot + i * 4;
+        if ('u' in p) dv.setUint32(o, p.u, true);
+        else if ('i' in p) dv.setInt32(o, p.i, true);
+        else dv.setFloat32(o, p.f, true);
+      });
+    });
+    this.paramsBuffer = device.createBuffer({ label: `${this.program.name} params`, size: data.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    this.owned.push(this.paramsBuffer);
+    device.queue.writeBuffer(this.paramsBuffer, 0, data);
+
+    device.pushErrorScope('validation');
+    const settled = await Promise.allSettled(this.specs.map((s) => this.backend.pipeline(s)));
+    const scopeErr = await device.popErrorScope();
+    const rejected = settled.find((x): x is PromiseRejectedResult => x.status === 'rejected');
+    if (rejected) throw rejected.reason;
+    if (scopeErr) throw new WebGPUError(`loading program '${this.program.name}': ${scopeErr.message}`);
+    const pipelines = settled.map((x) => (x as PromiseFulfilledResult<GPUComputePipeline>).value);
+    device.pushErrorScope('validation');
+    this.prepared = this.specs.map((s, k) => ({
+      pipeline: pipelines[k]!,
+      bindGroup: device.createBindGroup({
+        label: s.label,
+        layout: this.backend.layout(s.bindings),
+        entries: [
+          { binding: 0, resource: { buffer: this.paramsBuffer!, offset: k * slot, size: 64 } },
+          ...s.bindings.map((b) => ({ binding: b.binding, resource: { buffer: b.buffer } })),
+        ],
+      }),
+      workgroups: s.workgroups,
+      label: s.label,
+    }));
+    const err = await device.popErrorScope();
+    if (err) throw new WebGPUError(`loading program '${this.program.name}': ${err.message}`);
+    this.backend.check();
+  }
+
+  // ---- running -------------------------------------------------------------------------------
+
+  // Uploads an input tensor (writeBuffer; takes effect in the next submitted run).
+  setInput(name: string, values: ArrayLike<number> | Float32Array | Int32Array): void {
+    this.backend.check();
+    const id = this.id(name);
+    const t = this.tensors[id]!;
+    const n = numel(t.info.shape);
+    if (values.length !== n) throw new WebGPUError(`input '${name}' needs ${n} values, got ${values.length}`);
+    let data: Float32Array | Int32Array;
+    if (t.info.dtype === 'i32') {
+      data = values instanceof Int32Array ? values : Int32Array.from(values as ArrayLike<number>);
+      const bound = this.idBounds.get(id);
+      if (bound !== undefined)
+        for (let i = 0; i < data.length; i++)
+          if (!(data[i]! >= 0 && data[i]! < bound))
+            throw new WebGPUError(`input '${name}': id ${data[i]} at index ${i} is outside the vocabulary [0, ${bound})`);
+    } else {
+      data = values instanceof Float32Array ? values : Float32Array.from(values as ArrayLike<number>);
+    }
+    this.backend.device.queue.writeBuffer(t.buffer, 0, data.buffer, data.byteOffset, data.byteLength);
+    if (name === 'optim.hparams') this.updateAdamw(data[0]!, data[1]!);
+  }
+
+  // optim.hparams = [lr, step] (step = the 1-based optimizer step being taken).
+  setHparams(lr: number, step: number): void {
+    this.setInput('optim.hparams', Float32Array.of(lr, step));
+  }
+
+  private updateAdamw(lr: number, step: number): void {
+    if (!this.adamwConsts) return;
+    const c = new Float32Array(8 * this.adamwGroups.size);
+    for (const { slot, attrs } of this.adamwGroups.values()) c.set(adamwConstants(lr, step, attrs), slot * 8);
+    this.backend.device.queue.writeBuffer(this.adamwConsts, 0, c);
+  }
+
+  // Records every dispatch of the program into one compute pass.
+  encode(encoder: GPUCommandEncoder): void {
+    const pass = encoder.beginComputePass({ label: this.program.name });
+    for (const d of this.prepared) {
+      pass.setPipeline(d.pipeline);
+      pass.setBindGroup(0, d.bindGroup);
+      pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
+    }
+    pass.end();
+  }
+
+  // One run: one command encoder, one submit. With `readback`, the named tensors are copied to a
+  // staging buffer in the same submission and the returned promise resolves once they are mapped;
+  // nothing here waits for the GPU.
+  run(readback: string[] = []): Promise<Map<string, Float32Array | Int32Array>> | null {
+    this.backend.check();
+    const device = this.backend.device;
+    const encoder = device.createCommandEncoder({ label: `${this.program.name} run ${this.runs}` });
+    this.encode(encoder);
+    const finish = readback.length > 0 ? this.backend.encodeReadback(encoder, readback.map((n) => this.tensor(n))) : null;
+    this.backend.submitChecked([encoder.finish()], `program '${this.program.name}' run ${this.runs}`);
+    this.runs++;
+    return finish ? finish() : null;
+  }
+
+  // Profiling (slow: one submit and one wait per dispatch): wall seconds per dispatch label,
+  // with the op number stripped so that labels of the same kind add up.
+  async profile(): Promise<Map<string, number>> {
+    this.backend.check();
+    const device = this.backend.device;
+    const times = new Map<string, number>();
+    for (const d of this.prepared) {
+      const encoder = device.createCommandEncoder();
+      const pass = encoder.beginComputePass();
+      pass.setPipeline(d.pipeline);
+      pass.setBindGroup(0, d.bindGroup);
+      pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
+      pass.end();
+      const t0 = performance.now();
+      device.queue.submit([encoder.finish()]);
+      await device.queue.onSubmittedWorkDone();
+      const key = d.label.replace(/^op \d+ /, '').replace(/ (grad\.)?(blocks|tok_emb|pos_emb|ln_f)\S*$/, '');
+      times.set(key, (times.get(key) ?? 0) + (performance.now() - t0) / 1000);
+    }
+    this.backend.check();
+    return times;
+  }
+
+  // Reads any tensor of this program now (waits for the GPU).
+  async read(name: string): Promise<Float32Array | Int32Array> {
+    return (await this.backend.read([this.tensor(name)])).get(name)!;
+  }
+
+  // Overwrites any tensor of this program (tests: initial values of accumulated outputs).
+  write(name: string, values: Float32Array | Int32Array): void {
+    const t = this.tensor(name);
+    if (values.length * 4 !== t.bytes) throw new WebGPUError(`tensor '${name}' needs ${t.bytes / 4} values, got ${values.length}`);
+    this.backend.device.queue.writeBuffer(t.buffer, 0, values.buffer, values.byteOffset, values.byteLength);
+  }
+
+  destroy(): void {
+    for (const b of this.owned) b.destroy();
+    this.dummyRead?.destroy();
+    for (const b of this.dummyWrite) b.destroy();
+  }
+}

@@ -1,0 +1,69 @@
+// The serialised program (`ptl program`, engine/program.h): a tensor table and an op list.
+
+export type TensorKind = 'parameter' | 'gradient' | 'optim_state' | 'activation' | 'input' | 'state';
+export type DType = 'f32' | 'i32';
+
+export interface TensorInfo {
+  name: string;
+  kind: TensorKind;
+  dtype: DType;
+  shape: number[];
+  trainable: boolean;
+}
+
+export type OpKind =
+  | 'embedding' | 'embedding_backward' | 'layernorm' | 'layernorm_backward' | 'linear' | 'linear_backward'
+  | 'attention' | 'attention_backward' | 'kv_cache_write' | 'attention_cached' | 'gelu' | 'gelu_backward'
+  | 'add' | 'add_backward' | 'cross_entropy' | 'cross_entropy_backward' | 'grad_norm' | 'adamw';
+
+export interface OpInfo {
+  op: OpKind;
+  inputs: number[]; // tensor ids, -1 = absent
+  outputs: number[]; // tensor ids, -1 = not needed
+  attrs: Record<string, number>;
+}
+
+export interface ProgramJSON {
+  format: 'ptl-program';
+  version: number;
+  name: string;
+  tensors: TensorInfo[];
+  ops: OpInfo[];
+  model_config?: Record<string, number>;
+}
+
+export class ProgramError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ProgramError';
+  }
+}
+
+export function numel(shape: readonly number[]): number {
+  return shape.reduce((a, b) => a * b, 1);
+}
+
+export function isPersistent(t: TensorInfo): boolean {
+  return t.kind === 'parameter' || t.kind === 'optim_state' || t.kind === 'state';
+}
+
+// Parses and checks the structure (not the shapes, which each op plan checks).
+export function parseProgram(src: string | ProgramJSON): ProgramJSON {
+  const p = (typeof src === 'string' ? JSON.parse(src) : src) as ProgramJSON;
+  if (p.format !== 'ptl-program') throw new ProgramError("not a serialised program (format is not 'ptl-program')");
+  if (p.version !== 1) throw new ProgramError(`unsupported program version ${String(p.version)}`);
+  if (!Array.isArray(p.tensors) || !Array.isArray(p.ops)) throw new ProgramError('program has no tensors/ops arrays');
+  const names = new Set<string>();
+  for (const t of p.tensors) {
+    if (names.has(t.name)) throw new ProgramError(`tensor '${t.name}' is declared twice`);
+    names.add(t.name);
+    if (t.dtype !== 'f32' && t.dtype !== 'i32') throw new ProgramError(`tensor '${t.name}' has dtype ${String(t.dtype)}`);
+  }
+  p.ops.forEach((op, k) => {
+    for (const id of [...op.inputs, ...op.outputs])
+      if (id !== -1 && (id < 0 || id >= p.tensors.length))
+        throw new ProgramError(`op ${k} (${op.op}) refers to tensor id ${id}, outside the table`);
+    op.attrs ??= {};
+  });
+  return p;
+}
