@@ -533,7 +533,7 @@ TEST(AdamW, TwoStepsMatchHandComputation) {
 namespace {
 std::vector<int64_t> ragged_sizes() {
     const int64_t w = simd::kW, r = gemm::kRows, c = gemm::kCols;
-    return {1, 2, w - 1, w, w + 1, 2 * w + 3, r - 1, r + 1, c - 1, c + 1, 2 * c + 5};
+    return {1, 2, w - 1, w, w + 1, 2 * w + 3, r - 1, r + 1, c - 1, c + 1, 2 * c, 3 * c, 2 * c + 5};
 }
 }  // namespace
 

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/backends/cpu/kernels.h"
@@ -73,15 +75,37 @@ TEST(ThreadPool, RunsEveryTaskOnceAndNests) {
   }
 }
 
+TEST(ThreadPool, TwoCallingThreadsAtOnce) {
+  // Two host threads using the kernels at the same time (two models): each call still runs
+  // every task exactly once (one of them on the pool, the other on its own thread).
+  ThreadsGuard guard;
+  cpu::set_num_threads(2);
+  std::vector<std::atomic<int>> a(1000), b(1000);
+  auto hammer = [](std::vector<std::atomic<int>>& hits) {
+    for (int rep = 0; rep < 200; rep++)
+      cpu::parallel_for(int64_t(hits.size()), [&](int64_t i) { hits[size_t(i)]++; });
+  };
+  std::thread t1(hammer, std::ref(a)), t2(hammer, std::ref(b));
+  t1.join();
+  t2.join();
+  for (size_t i = 0; i < a.size(); i++) {
+    ASSERT_EQ(a[i].load(), 200) << i;
+    ASSERT_EQ(b[i].load(), 200) << i;
+  }
+}
+
 TEST(ThreadPool, EnvironmentSetsTheDefault) {
   ThreadsGuard guard;
+  const char* old = std::getenv("PTL_THREADS");
+  const std::string saved = old ? old : "";
   ::setenv("PTL_THREADS", "3", 1);
   EXPECT_EQ(cpu::default_num_threads(), 3);
   cpu::set_num_threads(0);
   EXPECT_EQ(cpu::num_threads(), 3);
   ::setenv("PTL_THREADS", "not a number", 1);
   EXPECT_GE(cpu::default_num_threads(), 1);
-  ::unsetenv("PTL_THREADS");
+  if (old) ::setenv("PTL_THREADS", saved.c_str(), 1);
+  else ::unsetenv("PTL_THREADS");
 }
 
 TEST(ThreadInvariance, Kernels) {

@@ -40,8 +40,8 @@ namespace {
 // `cols` columns. R is a template parameter so that the accumulators are a fixed set of
 // registers and the r and v loops unroll completely.
 template <int R>
-void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t P, int64_t cols,
-          Store store, const float* bias) {
+void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t ldb, int64_t P,
+          int64_t cols, Store store, const float* bias) {
     vf acc[R][kNV];
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++)
@@ -50,7 +50,7 @@ void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const
     for (int64_t p = 0; p < P; p++) {
         vf b[kNV];
 #pragma GCC unroll 4
-        for (int v = 0; v < kNV; v++) b[v] = simd::load(Bp + p * kCols + v * kW);
+        for (int v = 0; v < kNV; v++) b[v] = simd::load(Bp + p * ldb + v * kW);
         const float* a = A + p * a_p;
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
@@ -88,8 +88,8 @@ void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const
 
 template <int... Rs>
 struct Tiles {
-    using Fn = void (*)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, Store,
-                        const float*);
+    using Fn = void (*)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t,
+                        Store, const float*);
     static constexpr Fn table[] = {nullptr, &tile<Rs>...};
 };
 
@@ -100,12 +100,12 @@ constexpr auto make_tiles(std::integer_sequence<int, Is...>) {
 
 }  // namespace
 
-void gemm_panel(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t P,
-                int64_t cols, int64_t rows, Store store, const float* bias) {
+void gemm_panel(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t ldb,
+                int64_t P, int64_t cols, int64_t rows, Store store, const float* bias) {
     constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kRows>{});
     for (int64_t i = 0; i < rows; i += kRows) {
         const int64_t r = std::min<int64_t>(kRows, rows - i);
-        tiles.table[r](C + i * ldc, ldc, A + i * a_i, a_i, a_p, Bp, P, cols, store, bias);
+        tiles.table[r](C + i * ldc, ldc, A + i * a_i, a_i, a_p, Bp, ldb, P, cols, store, bias);
     }
 }
 

@@ -189,8 +189,12 @@ namespace detail {
 bool inside_pool_task() { return t_in_task; }
 
 void run_tasks(int64_t n, void (*fn)(void*, int64_t), void* ctx) {
+  // The pool runs one job at a time. A second thread calling in while a job runs (two models
+  // trained from two threads of the host) runs its tasks itself instead of waiting.
+  static std::mutex busy;
   Pool* p = pool();
-  if (!p) {
+  std::unique_lock<std::mutex> lock(busy, std::try_to_lock);
+  if (!p || !lock.owns_lock()) {
     for (int64_t i = 0; i < n; i++) fn(ctx, i);
     return;
   }

@@ -49,18 +49,24 @@ struct Product {
     Store store;
     const float* bias;
     float* packed;
-    // A read down its columns (dy^T: a_p = N, a whole row of dy apart per p) is first copied
-    // into row blocks [P][kBlockRows], so that the kernel reads it sequentially too. (Read in
-    // place, every p of a tile would touch another cache line, and with large N another page.)
+    // A read down its columns (dy^T: a_p = N, a whole row of dy apart per p) is copied into row
+    // blocks [P][kBlockRows] when its rows are far apart (>= 4 KB: then every p of a tile would
+    // touch another page, and rows 4 KB apart evict each other from L1).
     float* packed_a = nullptr;
+    // B is read in place when it already is row-major with whole panels (s_j = 1, J a multiple
+    // of kCols) and its rows are not a multiple of 4 KB apart: packing would only copy it.
+    bool direct_b = false;
 
     int64_t panels() const { return gemm::panels(J); }
     int64_t row_blocks() const { return (I + kBlockRows - 1) / kBlockRows; }
     int64_t tasks() const { return panels() * row_blocks(); }
-    int64_t pack_tasks() const { return panels() + (packed_a ? row_blocks() : 0); }
+    int64_t pack_tasks() const { return (direct_b ? 0 : panels()) + (packed_a ? row_blocks() : 0); }
     void pack(int64_t t) const {
-        if (t < panels()) return gemm::pack_b(packed, src, s_p, s_j, P, J, t, t + 1);
-        const int64_t rb = t - panels(), i0 = rb * kBlockRows, rows = std::min(kBlockRows, I - i0);
+        if (!direct_b) {
+            if (t < panels()) return gemm::pack_b(packed, src, s_p, s_j, P, J, t, t + 1);
+            t -= panels();
+        }
+        const int64_t rb = t, i0 = rb * kBlockRows, rows = std::min(kBlockRows, I - i0);
         float* d = packed_a + rb * P * kBlockRows;
         for (int64_t p = 0; p < P; p++)
             for (int64_t r = 0; r < rows; r++) d[p * kBlockRows + r] = A[(i0 + r) * a_i + p * a_p];
@@ -71,19 +77,31 @@ struct Product {
         const int64_t q = t / row_blocks(), rb = t % row_blocks(), i0 = rb * kBlockRows, j0 = q * gemm::kCols;
         const float* a = packed_a ? packed_a + rb * P * kBlockRows : A + i0 * a_i;
         const int64_t ai = packed_a ? 1 : a_i, ap = packed_a ? kBlockRows : a_p;
-        const float* bp = gemm::panel(packed, P, q);
+        const float* bp = direct_b ? src + j0 : gemm::panel(packed, P, q);
+        const int64_t ldb = direct_b ? s_p : gemm::kCols;
         // The sum over p in chunks of kChunkP: a chunk of the B panel (kChunkP x kCols floats)
         // and of the A rows stay in L1 while every tile of the row block uses them. The first
         // chunk writes C (with the bias), the others add to it: a fixed order, whatever the
         // threads.
         for (int64_t p0 = 0; p0 < P; p0 += kChunkP) {
             const bool first = p0 == 0;
-            gemm::gemm_panel(C + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * gemm::kCols,
+            gemm::gemm_panel(C + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
                              std::min(kChunkP, P - p0), std::min(gemm::kCols, J - j0), std::min(kBlockRows, I - i0),
                              first ? store : Store::add, first && bias ? bias + j0 : nullptr);
         }
     }
 };
+
+bool far_apart(int64_t stride_floats) { return stride_floats * 4 >= 4096; }
+bool aliasing(int64_t stride_floats) { return (stride_floats * 4) % 4096 == 0; }
+
+// Decides which operands get packed (see Product), and gives the packed ones their scratch.
+void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* a_buf) {
+    p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p);
+    if (!p.direct_b) p.packed = scratch(b_buf, gemm::packed_floats(p.P, p.J));
+    if (a_buf && p.a_i == 1 && far_apart(p.a_p))
+        p.packed_a = scratch(*a_buf, size_t(p.row_blocks() * kBlockRows * p.P));
+}
 
 // Runs several products: one parallel pass packs every panel, a second computes every tile.
 void run_products(const std::vector<Product>& ps) {
@@ -112,7 +130,7 @@ thread_local std::vector<float> t_pack_a, t_pack_b, t_pack_dy;
 void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K) {
     // B(k, n) = W[n, k]: packed straight from W's rows, no transposed copy.
     Product p{y, N, x, K, 1, W, 1, K, M, N, K, b ? Store::bias : Store::overwrite, b, nullptr};
-    p.packed = scratch(t_pack_a, gemm::packed_floats(K, N));
+    plan(p, t_pack_a, nullptr);
     run_products({p});
 }
 
@@ -125,14 +143,13 @@ void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, 
     std::vector<Product> ps;
     if (dx) {
         Product p{dx, K, dy, N, 1, W, K, 1, M, K, N, acc_dx ? Store::add : Store::overwrite, nullptr, nullptr};
-        p.packed = scratch(t_pack_a, gemm::packed_floats(N, K));
+        plan(p, t_pack_a, nullptr);
         ps.push_back(p);
     }
     if (dW) {
         // A(n, m) = dy[m, n]: a_i = 1, so the kRows scalars of one p are adjacent in memory.
         Product p{dW, K, dy, 1, N, x, K, 1, N, K, M, acc_dW ? Store::add : Store::overwrite, nullptr, nullptr};
-        p.packed = scratch(t_pack_b, gemm::packed_floats(M, K));
-        p.packed_a = scratch(t_pack_dy, size_t(p.row_blocks() * kBlockRows * M));
+        plan(p, t_pack_b, &t_pack_dy);
         ps.push_back(p);
     }
     if (!ps.empty()) run_products(ps);
