@@ -10,38 +10,10 @@
 #include "test_util.h"
 
 using namespace ptl;
+using namespace ptl::test;
 
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-CliRun ptl_cli(const std::string& args, const test::TempDir& dir) {
-  const std::string cmd = "cd '" + dir.path.string() + "' && '" PTL_BINARY_DIR "/ptl' " + args + " > stdout.txt 2> stderr.txt";
-  const int status = std::system(cmd.c_str());
-  CliRun r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(dir.file("stdout.txt"));
-  r.err = slurp(dir.file("stderr.txt"));
-  return r;
-}
-
-void write(const std::string& path, const std::string& s) { std::ofstream(path, std::ios::binary) << s; }
-
-void expect_error(const CliRun& r, const std::string& phrase) {
-  EXPECT_EQ(r.code, 1) << r.err;
-  EXPECT_NE(r.err.find(phrase), std::string::npos) << "stderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
 
 std::vector<nlohmann::json> metrics(const std::string& path) {
   std::vector<nlohmann::json> out;

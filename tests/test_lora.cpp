@@ -10,6 +10,7 @@
 #include "test_util.h"
 
 using namespace ptl;
+using namespace ptl::test;
 
 namespace {
 
@@ -19,21 +20,6 @@ ModelConfig tiny(int ctx = 32) {
   return mc;
 }
 
-TrainConfig train_config(int batch, uint64_t seed = 42) {
-  TrainConfig tc;
-  tc.batch = batch;
-  tc.seed = seed;
-  tc.steps = 100;
-  return tc;
-}
-
-Batch random_batch(int B, int T, uint64_t seed) {
-  Rng rng(seed);
-  Batch b{B, T, std::vector<int32_t>(size_t(B) * T), std::vector<int32_t>(size_t(B) * T)};
-  for (auto& t : b.inputs) t = int32_t(rng.below(256));
-  for (auto& t : b.targets) t = int32_t(rng.below(256));
-  return b;
-}
 
 // A base model as a checkpoint file's bytes, and a trainer loaded from them.
 std::vector<uint8_t> base_bytes(uint64_t seed = 42, int ctx = 32) {

@@ -11,26 +11,12 @@
 #include "test_util.h"
 
 using namespace ptl;
+using namespace ptl::test;
 
 namespace {
 
 ModelConfig tiny() { return find_preset("tiny").model; }
 
-TrainConfig train_config(int batch, uint64_t seed = 42) {
-  TrainConfig tc;
-  tc.batch = batch;
-  tc.seed = seed;
-  tc.steps = 100;
-  return tc;
-}
-
-Batch random_batch(int B, int T, uint64_t seed) {
-  Rng rng(seed);
-  Batch b{B, T, std::vector<int32_t>(size_t(B) * T), std::vector<int32_t>(size_t(B) * T)};
-  for (auto& t : b.inputs) t = int32_t(rng.below(256));
-  for (auto& t : b.targets) t = int32_t(rng.below(256));
-  return b;
-}
 
 // Runs the training program with learning rate 0: gradients are computed, weights stay put.
 void compute_gradients(Trainer& tr, const Batch& b) {

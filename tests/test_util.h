@@ -2,10 +2,19 @@
 // Helpers shared by the C++ tests.
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <filesystem>
 #include <random>
 #include <string>
+
+#include "engine/config.h"
+#include "engine/data.h"
 
 namespace ptl::test {
 
@@ -32,6 +41,55 @@ inline std::string synthetic_text(size_t n, unsigned seed = 7) {
   while (s.size() < n) s += words[rng() % (sizeof(words) / sizeof(*words))];
   s.resize(n);
   return s;
+}
+
+// Running the `ptl` binary as a user would, in a folder, capturing what it prints.
+struct CliRun {
+  int code;  // exit status; 128 + signal if it crashed
+  std::string out, err;
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline CliRun ptl_cli(const std::string& args, const TempDir& dir) {
+  const std::string cmd = "cd '" + dir.path.string() + "' && '" PTL_BINARY_DIR "/ptl' " + args + " > stdout.txt 2> stderr.txt";
+  const int status = std::system(cmd.c_str());
+  CliRun r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(dir.file("stdout.txt"));
+  r.err = slurp(dir.file("stderr.txt"));
+  return r;
+}
+
+inline void write(const std::string& path, const std::string& s) { std::ofstream(path, std::ios::binary) << s; }
+
+// A clean failure: exit code 1, one line on stderr naming the problem, no crash.
+inline void expect_error(const CliRun& r, const std::string& phrase) {
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find(phrase), std::string::npos) << "stderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+inline TrainConfig train_config(int batch, uint64_t seed = 42) {
+  TrainConfig tc;
+  tc.batch = batch;
+  tc.seed = seed;
+  tc.steps = 100;
+  return tc;
+}
+
+// Random token ids and targets (no corpus needed).
+inline Batch random_batch(int B, int T, uint64_t seed) {
+  Rng rng(seed);
+  Batch b{B, T, std::vector<int32_t>(size_t(B) * T), std::vector<int32_t>(size_t(B) * T)};
+  for (auto& t : b.inputs) t = int32_t(rng.below(256));
+  for (auto& t : b.targets) t = int32_t(rng.below(256));
+  return b;
 }
 
 }  // namespace ptl::test
