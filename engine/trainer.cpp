@@ -78,6 +78,7 @@ std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
 void Trainer::drop_programs() {
   train_exec_.reset();
   generate_exec_.reset();
+  gen_.reset();  // its KV cache and program are gone
   eval_execs_.clear();
   last_eval_ = nullptr;
 }
@@ -335,43 +336,52 @@ SftData& Trainer::sft_data() {
   return *sft_;
 }
 
+void Trainer::begin_generation(const std::vector<int32_t>& prompt, const SamplingOptions& opt) {
+  for (int32_t t : prompt) check(t >= 0 && t < model_.vocab_size, "prompt token outside the vocabulary");
+  if (!generate_exec_) generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_), store_);
+  // An empty prompt starts from a newline, as if a new paragraph began.
+  gen_ = std::make_unique<Generation>(Generation{Sampler(opt), prompt.empty() ? std::vector<int32_t>{'\n'} : prompt, 0,
+                                                 std::vector<float>(model_.vocab_size)});
+}
+
+int32_t Trainer::next_token() {
+  check(gen_ != nullptr, "no generation in progress: begin one first");
+  Generation& g = *gen_;
+  cpu::Executor& dec = *generate_exec_;
+  const int V = model_.vocab_size, ctx = model_.ctx;
+  const int L = int(g.seq.size());
+  const float* logits;
+  if (L <= ctx) {
+    // Within the context, the KV cache is exact: feed only the tokens it has not seen.
+    for (; g.cached < L; ++g.cached) {
+      dec.i32("tokens")[0] = g.seq[g.cached];
+      dec.i32("pos0")[0] = g.cached;
+      dec.run();
+    }
+    logits = dec.f32("logits");
+  } else {
+    // Past the context the model sees the last ctx tokens at positions 0..ctx-1 (nanoGPT's
+    // crop), so every position shifts and the window is recomputed.
+    Batch b{1, ctx, std::vector<int32_t>(g.seq.end() - ctx, g.seq.end()), std::vector<int32_t>(ctx, 0)};
+    batch_loss(b);
+    std::memcpy(g.window_logits.data(), this->logits() + size_t(ctx - 1) * V, V * sizeof(float));
+    logits = g.window_logits.data();
+  }
+  const int32_t next = g.sampler.sample(logits, V);
+  g.seq.push_back(next);
+  return next;
+}
+
 std::vector<int32_t> Trainer::generate(const std::vector<int32_t>& prompt, int max_tokens, const SamplingOptions& opt,
                                        const std::function<bool(int32_t)>& on_token) {
   check(max_tokens >= 0, "max tokens must not be negative");
-  for (int32_t t : prompt) check(t >= 0 && t < model_.vocab_size, "prompt token outside the vocabulary");
-  if (!generate_exec_) generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_), store_);
-  cpu::Executor& dec = *generate_exec_;
-  Sampler sampler(opt);
-  const int V = model_.vocab_size, ctx = model_.ctx;
-  // An empty prompt starts from a newline, as if a new paragraph began.
-  std::vector<int32_t> seq = prompt.empty() ? std::vector<int32_t>{'\n'} : prompt;
+  begin_generation(prompt, opt);
   std::vector<int32_t> out;
-  int cached = 0;  // tokens of seq whose keys and values are in the KV cache
-  std::vector<float> window_logits(V);
   for (int i = 0; i < max_tokens; ++i) {
-    const float* logits;
-    const int L = int(seq.size());
-    if (L <= ctx) {
-      // Within the context, the KV cache is exact: feed only the tokens it has not seen.
-      for (; cached < L; ++cached) {
-        dec.i32("tokens")[0] = seq[cached];
-        dec.i32("pos0")[0] = cached;
-        dec.run();
-      }
-      logits = dec.f32("logits");
-    } else {
-      // Past the context the model sees the last ctx tokens at positions 0..ctx-1 (nanoGPT's
-      // crop), so every position shifts and the window is recomputed.
-      Batch b{1, ctx, std::vector<int32_t>(seq.end() - ctx, seq.end()), std::vector<int32_t>(ctx, 0)};
-      batch_loss(b);
-      std::memcpy(window_logits.data(), this->logits() + size_t(ctx - 1) * V, V * sizeof(float));
-      logits = window_logits.data();
-    }
-    const int32_t next = sampler.sample(logits, V);
-    seq.push_back(next);
-    out.push_back(next);
-    if (on_token && !on_token(next)) break;
+    out.push_back(next_token());
+    if (on_token && !on_token(out.back())) break;
   }
+  gen_.reset();
   return out;
 }
 

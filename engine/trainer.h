@@ -91,6 +91,10 @@ class Trainer {
   // Generation: streams each new token to `on_token` (return false to stop early).
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, int max_tokens, const SamplingOptions& opt,
                                 const std::function<bool(int32_t)>& on_token = {});
+  // The same, one token per call (for callers that poll, like the WebAssembly API): start a
+  // generation, then take tokens; a new start (or a change of weights) discards the old one.
+  void begin_generation(const std::vector<int32_t>& prompt, const SamplingOptions& opt);
+  int32_t next_token();
 
   const ModelConfig& model_config() const { return model_; }
   TrainConfig& train_config() { return train_; }
@@ -121,6 +125,13 @@ class Trainer {
   std::string lora_merged_;        // metadata "lora_merged" of a model with adapters folded in
   bool train_masked_ = false;      // the training program has a loss_mask input
   std::unique_ptr<cpu::Executor> train_exec_, generate_exec_;
+  struct Generation {
+    Sampler sampler;
+    std::vector<int32_t> seq;  // prompt and generated tokens
+    int cached = 0;            // tokens of seq whose keys and values are in the KV cache
+    std::vector<float> window_logits;
+  };
+  std::unique_ptr<Generation> gen_;
   std::map<std::tuple<int, int, bool>, std::unique_ptr<cpu::Executor>> eval_execs_;
   cpu::Executor* last_eval_ = nullptr;
 };

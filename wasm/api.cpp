@@ -40,15 +40,10 @@ using nlohmann::json;
 
 namespace {
 
-// Polling generation (ptl_generate_start / ptl_generate_next): the loop of Trainer::generate,
-// one token per call. Trainer::generate itself (ptl_generate) streams through a callback.
+// Polling generation (ptl_generate_start / ptl_generate_next) through Trainer::begin_generation
+// and Trainer::next_token; ptl_generate streams the same tokens through a callback.
 struct Generation {
-  std::unique_ptr<ptl::cpu::Executor> dec;  // the generate program, on the trainer's store
-  std::unique_ptr<ptl::Sampler> sampler;
-  std::vector<int32_t> seq;
-  int cached = 0;  // tokens of seq whose keys and values are in the KV cache
   int remaining = 0;
-  std::vector<float> window_logits;
 };
 
 struct Session {
@@ -392,13 +387,7 @@ EMSCRIPTEN_KEEPALIVE int ptl_generate_start(int h, const uint8_t* prompt, double
     ptl::Trainer& t = *s.trainer;
     auto g = std::make_unique<Generation>();
     ptl::SamplingOptions opt = sampling_from(options_json, &g->remaining);
-    g->sampler = std::make_unique<ptl::Sampler>(opt);  // validates the options
-    std::vector<int32_t> p = prompt_tokens(prompt, n);
-    // An empty prompt starts from a newline, as in Trainer::generate.
-    g->seq = p.empty() ? std::vector<int32_t>{'\n'} : p;
-    // The same program as Trainer::generate (with the LoRA adapters when they are enabled).
-    g->dec = std::make_unique<ptl::cpu::Executor>(ptl::build_generate_program(t.model_config(), t.lora_config()), t.store());
-    g->window_logits.resize(t.model_config().vocab_size);
+    t.begin_generation(prompt_tokens(prompt, n), opt);  // validates the options and the prompt
     s.gen = std::move(g);
     return 0;
   }, -1);
@@ -414,25 +403,7 @@ EMSCRIPTEN_KEEPALIVE int ptl_generate_next(int h) {
       s.gen.reset();
       return -1;
     }
-    ptl::Trainer& t = *s.trainer;
-    const int V = t.model_config().vocab_size, ctx = t.model_config().ctx;
-    const float* logits;
-    const int L = int(g.seq.size());
-    if (L <= ctx) {
-      for (; g.cached < L; ++g.cached) {
-        g.dec->i32("tokens")[0] = g.seq[g.cached];
-        g.dec->i32("pos0")[0] = g.cached;
-        g.dec->run();
-      }
-      logits = g.dec->f32("logits");
-    } else {
-      ptl::Batch b{1, ctx, std::vector<int32_t>(g.seq.end() - ctx, g.seq.end()), std::vector<int32_t>(ctx, 0)};
-      t.batch_loss(b);
-      std::memcpy(g.window_logits.data(), t.logits() + size_t(ctx - 1) * V, V * sizeof(float));
-      logits = g.window_logits.data();
-    }
-    const int32_t next = g.sampler->sample(logits, V);
-    g.seq.push_back(next);
+    const int32_t next = s.trainer->next_token();
     --g.remaining;
     return next;
   }, -2);
