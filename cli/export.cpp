@@ -68,6 +68,7 @@ void run_program(const ModelArgs& a) {
   if (a.program == "train") p = build_train_program(mc, opt, TrainConfig{});
   else if (a.program == "eval") p = build_eval_program(mc, opt);
   else if (a.program == "forward") p = build_forward_program(mc, opt);
+  else if (a.program == "inspect") p = build_inspect_program(mc, a.seq ? a.seq : mc.ctx);  // batch 1
   else p = build_generate_program(mc);
   nlohmann::json j = p.to_json();
   j["model_config"] = mc.to_json();
@@ -96,7 +97,7 @@ void add_export(CLI::App& app) {
   add_model_options(prog, *b);
   prog->add_option("checkpoint", b->checkpoint, "Take the model config from this checkpoint instead of --preset");
   prog->add_option("--program", b->program, "Which program")
-      ->check(CLI::IsMember({"train", "eval", "forward", "generate"}))->capture_default_str();
+      ->check(CLI::IsMember({"train", "eval", "forward", "generate", "inspect"}))->capture_default_str();
   prog->add_option("--seq", b->seq, "Tokens per row (default: the context)");
   prog->add_option("--out", b->out, "File to write (default: stdout)");
   prog->callback([b]() { run_program(*b); });

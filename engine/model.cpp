@@ -90,6 +90,11 @@ struct Builder {
     } else {
       int lse = act(pre + "lse", {shape[0], cfg.n_heads, shape[1]});
       p.add_op(OpKind::attention, {q, k, v}, {y, lse}, {{"heads", cfg.n_heads}});
+      if (opt.attention_probs) {
+        // The same q and k (LoRA included) as the attention op: the maps are what it applied.
+        int probs = act(pre + "probs", {shape[0], cfg.n_heads, shape[1], shape[1]});
+        p.add_op(OpKind::attention_probs, {q, k}, {probs}, {{"heads", cfg.n_heads}});
+      }
     }
     return linear(y, pre + "o_proj", C);
   }
@@ -261,6 +266,19 @@ Program build_generate_program(const ModelConfig& cfg, const LoraConfig& lora) {
   opt.batch = 1;
   opt.seq = 1;
   opt.lora = lora;
+  build_forward(p, cfg, opt);
+  return p;
+}
+
+Program build_inspect_program(const ModelConfig& cfg, int seq, const LoraConfig& lora) {
+  Program p;
+  p.name = "inspect";
+  BuildOptions opt;
+  opt.batch = 1;
+  opt.seq = seq;
+  opt.lora = lora;
+  opt.attention_probs = true;
+  check(seq >= 1, "inspect: the sequence must hold at least one token");
   build_forward(p, cfg, opt);
   return p;
 }

@@ -25,6 +25,9 @@ struct BuildOptions {
   int seq = 0;                // tokens per row; 0 = the model's ctx
   bool loss_mask = false;     // SFT: a per-position mask input weights the loss
   LoraConfig lora;            // when enabled the base is frozen and only adapters train
+  // Inspection: next to each layer's attention, an attention_probs op over the same q and k
+  // writes the probabilities it applies, "blocks.{i}.attn.probs" [B, H, T, T].
+  bool attention_probs = false;
 };
 
 // The parameters of a model (base plus adapters), in a fixed order, with their shapes.
@@ -47,5 +50,9 @@ Program build_train_program(const ModelConfig&, const BuildOptions&, const Train
 // One token at a time with a KV cache ("cache.k.{i}", "cache.v.{i}" [ctx, d], kind state).
 // Inputs: "tokens" i32[1, 1], "pos0" i32[1] (the token's position). Output: "logits" [1, V].
 Program build_generate_program(const ModelConfig&, const LoraConfig& = {});
+// "Watch the model think": the forward pass of one sequence of `seq` tokens (1..ctx) with every
+// layer's attention probabilities ("blocks.{i}.attn.probs" [1, H, seq, seq], results no op
+// reads) and the logits [seq, V]. The forward program's builder with attention_probs set.
+Program build_inspect_program(const ModelConfig&, int seq, const LoraConfig& = {});
 
 }  // namespace ptl

@@ -6,11 +6,13 @@ namespace ptl {
 
 namespace {
 constexpr const char* kOpNames[] = {
-    "embedding",      "embedding_backward", "layernorm",     "layernorm_backward", "linear",
-    "linear_backward", "attention",         "attention_backward", "kv_cache_write", "attention_cached",
-    "gelu",           "gelu_backward",      "add",           "add_backward",       "cross_entropy",
-    "cross_entropy_backward", "grad_norm",  "adamw",
+    "embedding",       "embedding_backward", "layernorm",          "layernorm_backward", "linear",
+    "linear_backward", "attention",          "attention_backward", "kv_cache_write",     "attention_cached",
+    "attention_probs", "gelu",               "gelu_backward",      "add",                "add_backward",
+    "cross_entropy",   "cross_entropy_backward", "grad_norm",      "adamw",
 };
+// One name per OpKind, in its order.
+static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::adamw) + 1);
 constexpr const char* kKindNames[] = {"parameter", "gradient", "optim_state", "activation", "input", "state"};
 }  // namespace
 

@@ -59,6 +59,7 @@ enum class OpKind {
   attention_backward,     // in: dy, q, k, v, y, lse                 out: dq, dk, dv
   kv_cache_write,         // in: k, v [n,C], pos0                    out: k_cache, v_cache [ctx,C] (in place)
   attention_cached,       // in: q [n,C], k_cache, v_cache, pos0     out: y [n,C]
+  attention_probs,        // in: q, k [B,T,C]                        out: probs [B,H,T,T] (causal softmax; inspection)
   gelu,                   // in: x                                   out: y
   gelu_backward,          // in: dy, x                               out: dx
   add,                    // in: a, b                                out: y = a + alpha * b
@@ -92,7 +93,7 @@ struct Op {
 };
 
 struct Program {
-  std::string name;  // train | eval | forward | generate
+  std::string name;  // train | eval | forward | generate | inspect
   std::vector<TensorInfo> tensors;
   std::vector<Op> ops;
 

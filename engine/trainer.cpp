@@ -78,6 +78,7 @@ std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
 void Trainer::drop_programs() {
   train_exec_.reset();
   generate_exec_.reset();
+  inspect_exec_.reset();
   gen_.reset();  // its KV cache and program are gone
   eval_execs_.clear();
   last_eval_ = nullptr;
@@ -116,11 +117,61 @@ cpu::Executor& Trainer::eval_executor(int batch, int seq, bool masked) {
   return *e;
 }
 
-StepResult Trainer::train_step() {
-  if (sft_) return train_step(sft_->sample_train(state_.data_rng, train_.batch));
+Batch Trainer::next_train_batch() {
+  if (sft_) return sft_->sample_train(state_.data_rng, train_.batch);
   check(corpus_ != nullptr, "no corpus set: call set_corpus before training");
-  Batch b = corpus_->sample_train(state_.data_rng, train_.batch);
-  return train_step(b);
+  return corpus_->sample_train(state_.data_rng, train_.batch);
+}
+
+StepResult Trainer::train_step() { return train_step(next_train_batch()); }
+
+int64_t Trainer::count_external_step(const Batch& batch) {
+  check(batch.batch == train_.batch && batch.seq == model_.ctx,
+        "batch shape [" + std::to_string(batch.batch) + ", " + std::to_string(batch.seq) + "] does not match the training program");
+  state_.tokens_seen += int64_t(batch.batch) * batch.seq;
+  return ++state_.step;
+}
+
+InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
+  const int V = model_.vocab_size, ctx = model_.ctx;
+  check(top_k >= 1, "top k must be at least 1");
+  for (int32_t t : prompt) check(t >= 0 && t < V, "prompt token outside the vocabulary");
+  InspectResult r;
+  // As generation: an empty prompt is a newline, and past the context the model sees the last
+  // ctx tokens (nanoGPT's crop).
+  if (prompt.empty()) r.tokens = {'\n'};
+  else r.tokens.assign(prompt.end() - std::min<size_t>(prompt.size(), size_t(ctx)), prompt.end());
+  const int T = int(r.tokens.size());
+  if (!inspect_exec_ || inspect_exec_->program().tensor(inspect_exec_->program().id("tokens")).shape[1] != T)
+    inspect_exec_ = std::make_unique<cpu::Executor>(build_inspect_program(model_, T, lora_), store_);
+  cpu::Executor& ex = *inspect_exec_;
+  std::memcpy(ex.i32("tokens"), r.tokens.data(), size_t(T) * 4);
+  ex.run();
+
+  // Next-byte probabilities at the last position, in double: p_v = exp(l_v - max) / sum.
+  const float* last = ex.f32("logits") + size_t(T - 1) * V;
+  const double mx = *std::max_element(last, last + V);
+  std::vector<double> p(V);
+  double sum = 0;
+  for (int v = 0; v < V; ++v) sum += p[v] = std::exp(double(last[v]) - mx);
+  std::vector<int32_t> order(V);
+  for (int v = 0; v < V; ++v) order[v] = v;
+  const int k = std::min(top_k, V);
+  // Most likely first; equal probabilities by byte value, so the order is deterministic.
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int32_t a, int32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
+  for (int i = 0; i < k; ++i) r.top.push_back({order[i], p[order[i]] / sum});
+
+  r.layers = model_.n_layers;
+  r.heads = model_.n_heads;
+  r.T = T;
+  const size_t per_layer = size_t(r.heads) * T * T;
+  r.attention.resize(size_t(r.layers) * per_layer);
+  for (int l = 0; l < r.layers; ++l) {
+    const float* probs = ex.f32("blocks." + std::to_string(l) + ".attn.probs");
+    std::copy(probs, probs + per_layer, r.attention.begin() + l * per_layer);
+  }
+  return r;
 }
 
 StepResult Trainer::train_step(const Batch& batch) {

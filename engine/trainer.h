@@ -34,6 +34,15 @@ struct EvalResult {
   double bits_per_byte() const;
 };
 
+// What the model computes on a prompt (Trainer::inspect): its next-byte distribution and where
+// each head of each layer looks.
+struct InspectResult {
+  std::vector<int32_t> tokens;                  // the window inspected: the prompt's last ctx tokens
+  std::vector<std::pair<int32_t, double>> top;  // the most likely next bytes (byte, probability), most likely first
+  int layers = 0, heads = 0, T = 0;             // T = tokens.size()
+  std::vector<float> attention;                 // [layers, heads, T, T]: row i = query position i's weights over keys
+};
+
 class Trainer {
  public:
   // A fresh model, initialised from train.seed.
@@ -50,7 +59,7 @@ class Trainer {
   bool has_corpus() const { return corpus_ != nullptr; }
   const Corpus& corpus() const;
 
-  StepResult train_step();                    // draws the next batch from the SFT data or the corpus
+  StepResult train_step();                    // train_step(next_train_batch())
   StepResult train_step(const Batch& batch);  // on a given batch (tests, parity); batch.mask = SFT loss mask
   double batch_loss(const Batch& batch);      // evaluation program; logits() then holds its logits
   const float* logits();                      // [B*T, V] of the last batch_loss
@@ -58,6 +67,26 @@ class Trainer {
   EvalResult evaluate_text(const std::string& bytes);  // every byte of a text, window by window
   // Mean loss over batches, each position weighted by its mask (1 where a batch has no mask).
   EvalResult evaluate_batches(const std::vector<Batch>& batches);
+
+  // --- Another executor running the training program (the WebGPU backend) ---
+  // The batch the next train_step() would train on, from the SFT data or the corpus, drawn from
+  // the same data RNG that train_step() uses (it is what train_step() calls): N calls leave the
+  // data RNG, and so a checkpoint, where N training steps would.
+  Batch next_train_batch();
+  // The learning rate of 0-based step `step` under the current schedule (what train_step passes
+  // to AdamW for its step state().step).
+  double lr_at(int64_t step) const { return train_.lr_at(step); }
+  // Counts one step that another executor ran on a batch of next_train_batch(): step and
+  // tokens_seen advance as train_step() would advance them (weights are not touched; bring them
+  // back with load_checkpoint). Returns the 1-based number of the step counted.
+  int64_t count_external_step(const Batch& batch);
+
+  // --- Inspection ("watch the model think") ---
+  // The last ctx tokens of the prompt (a newline if it is empty) through the inspect program
+  // (build_inspect_program: the forward pass plus each layer's attention probabilities, with the
+  // LoRA adapters when enabled): the top_k most likely next bytes after the last token (softmax
+  // of its logits) and every layer's attention maps.
+  InspectResult inspect(const std::vector<int32_t>& prompt, int top_k = 10);
 
   // --- Post-training (docs/post-training.md) ---
   // Begin a fine-tuning run on the current weights: `train` replaces the train config, and the
@@ -125,6 +154,7 @@ class Trainer {
   std::string lora_merged_;        // metadata "lora_merged" of a model with adapters folded in
   bool train_masked_ = false;      // the training program has a loss_mask input
   std::unique_ptr<cpu::Executor> train_exec_, generate_exec_;
+  std::unique_ptr<cpu::Executor> inspect_exec_;  // for one prompt length (rebuilt when it changes)
   struct Generation {
     Sampler sampler;
     std::vector<int32_t> seq;  // prompt and generated tokens

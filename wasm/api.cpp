@@ -5,7 +5,8 @@
 // - Functions returning int give 0 (or a handle / token) on success and a negative value on failure.
 // - Functions returning const char* give a JSON string, or NULL on failure. The string lives until
 //   the next API call that returns a string or bytes.
-// - Byte results (checkpoints) are returned as a pointer; ptl_result_size() gives their length.
+// - Byte results (checkpoints, batches, inspections, safetensors) are returned as a pointer;
+//   ptl_result_size() gives their length.
 //   They live until the next API call that returns a string or bytes.
 // - Sizes are passed as double, not size_t: a double holds any size up to 2^53 and stays a plain
 //   JavaScript number in the Memory64 build too (where size_t would be a BigInt).
@@ -30,6 +31,7 @@
 
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/error.h"
+#include "engine/program_run.h"
 #include "engine/trainer.h"
 
 #ifndef PTL_WASM_VARIANT_NAME
@@ -144,6 +146,11 @@ void reserve_heap(ptl::Trainer& t) {
   size_t need = program_need(ptl::build_train_program(mc, opt, t.train_config()), t.store());
   need += program_need(ptl::build_eval_program(mc, opt), t.store());
   need += program_need(ptl::build_generate_program(mc), t.store());
+  // Inspection at the full context: its arena holds every layer's [H, T, T] maps (results, so
+  // they never share memory), and ptl_inspect copies them twice more (Trainer::inspect's result,
+  // then the returned bytes).
+  need += program_need(ptl::build_inspect_program(mc, mc.ctx), t.store());
+  need += 2 * round64(int64_t(mc.n_layers) * mc.n_heads * mc.ctx * mc.ctx * 4);
   need += need / 4 + (32u << 20);  // allocator slack and kernels' scratch
   const uintptr_t brk = reinterpret_cast<uintptr_t>(sbrk(0));
   const size_t max = emscripten_get_heap_max();
@@ -180,6 +187,20 @@ ptl::SamplingOptions sampling_from(const char* options_json, int* max_tokens) {
 }
 
 std::vector<int32_t> prompt_tokens(const uint8_t* p, double n) { return ptl::encode(bytes_arg(p, n)); }
+
+// Binary results with a JSON header (ptl_inspect): the safetensors framing, u64 little-endian
+// header length, the header padded with spaces to a multiple of 8 bytes, then the raw
+// little-endian data, so the data starts 8-byte aligned and JavaScript can view it in place.
+std::vector<uint8_t> framed(const json& header, const void* data, size_t data_bytes) {
+  std::string h = header.dump();
+  h.resize((h.size() + 7) / 8 * 8, ' ');
+  std::vector<uint8_t> out(8 + h.size() + data_bytes);
+  const uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) out[i] = uint8_t(n >> (8 * i));
+  std::memcpy(out.data() + 8, h.data(), h.size());
+  if (data_bytes) std::memcpy(out.data() + 8 + h.size(), data, data_bytes);
+  return out;
+}
 
 }  // namespace
 
@@ -431,7 +452,8 @@ EMSCRIPTEN_KEEPALIVE double ptl_result_size() { return double(g_bytes.size()); }
 
 // The serialised program (Program::to_json) of this model: "train" (forward, backward, AdamW
 // at the trainer's batch), "eval", "forward" (at the trainer's batch and the model's context)
-// or "generate" (one token with a KV cache).
+// "generate" (one token with a KV cache) or "inspect" (one sequence of ctx tokens with every
+// layer's attention probabilities; ptl_inspect builds it for the prompt's length).
 EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) {
   return guarded([&] {
     Session& s = session(h);
@@ -444,9 +466,87 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) 
     else if (which == "eval") p = ptl::build_eval_program(t.model_config(), opt);
     else if (which == "forward") p = ptl::build_forward_program(t.model_config(), opt);
     else if (which == "generate") p = ptl::build_generate_program(t.model_config());
-    else ptl::fail("unknown program '" + which + "' (train, eval, forward or generate)");
+    else if (which == "inspect") p = ptl::build_inspect_program(t.model_config(), t.model_config().ctx);
+    else ptl::fail("unknown program '" + which + "' (train, eval, forward, generate or inspect)");
     return text_result(p.to_json().dump());
   }, (const char*)nullptr);
+}
+
+// --- Another executor running the training program (the WebGPU backend) ---
+
+// The batch of the next training step, for an executor outside this engine: drawn from the
+// same data RNG that ptl_train uses (Trainer::next_train_batch), and counted as a step done
+// elsewhere (step and tokens_seen advance as ptl_train's would). So after N calls the trainer's
+// data order, step and token count are those of N ptl_train steps; only the weights stay (bring
+// the other executor's back with ptl_load_checkpoint). Bytes (length ptl_result_size()): the
+// tokens then the targets, int32 little-endian, [batch, ctx] each, row-major. The step's learning
+// rate is ptl_lr_at(h, step - 1) with step the trainer's step after this call (ptl_info).
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_next_batch(int h) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::Trainer& t = *s.trainer;
+    // Checked before the draw, so a refusal leaves the data order as it was.
+    ptl::check(!t.has_sft_data(), "the trainer has SFT data, whose batches carry a loss mask that ptl_next_batch does not export");
+    ptl::Batch b = t.next_train_batch();
+    std::vector<uint8_t> out((b.inputs.size() + b.targets.size()) * 4);
+    std::memcpy(out.data(), b.inputs.data(), b.inputs.size() * 4);  // wasm is little-endian
+    std::memcpy(out.data() + b.inputs.size() * 4, b.targets.data(), b.targets.size() * 4);
+    t.count_external_step(b);
+    s.gen.reset();
+    g_bytes = std::move(out);
+    return (const uint8_t*)g_bytes.data();
+  }, (const uint8_t*)nullptr);
+}
+
+// The learning rate of 0-based step `step` (the step with optim.hparams[1] = step + 1) under the
+// trainer's current schedule (TrainConfig::lr_at). NaN on error.
+EMSCRIPTEN_KEEPALIVE double ptl_lr_at(int h, double step) {
+  return guarded([&] {
+    ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
+    return session(h).trainer->lr_at(int64_t(step));
+  }, double(NAN));
+}
+
+// --- Inspection ---
+
+// What the model computes on a prompt (Trainer::inspect): its last ctx bytes (a newline if
+// empty) through the inspect program. Bytes (length ptl_result_size()): u64 little-endian header
+// length, a JSON header {"tokens": [...], "top": [{"byte", "prob"}, ...] (the top_k most likely
+// next bytes, most likely first), "layers": L, "heads": H, "T": T} padded with spaces to a
+// multiple of 8, then the attention maps, float32 little-endian [L, H, T, T] (row i: query
+// position i's weights over positions 0..i, zeros after). Binary because the maps grow as
+// L H T^2: 0.15 MB for Small, 176 MB for Mega at its full 512-byte context.
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_inspect(int h, const uint8_t* prompt, double n, int top_k) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::InspectResult r = s.trainer->inspect(prompt_tokens(prompt, n), top_k);
+    json top = json::array();
+    for (const auto& [byte, prob] : r.top) top.push_back({{"byte", byte}, {"prob", prob}});
+    json header = {{"tokens", r.tokens}, {"top", top}, {"layers", r.layers}, {"heads", r.heads}, {"T", r.T}};
+    g_bytes.clear();
+    g_bytes.shrink_to_fit();  // the previous result's memory first: the maps may be large
+    g_bytes = framed(header, r.attention.data(), r.attention.size() * sizeof(float));
+    return (const uint8_t*)g_bytes.data();
+  }, (const uint8_t*)nullptr);
+}
+
+// --- One program on the CPU backend (the browser's C++ twin of a WebGPU kernel) ---
+
+// Runs a serialised program (Program::to_json, usually one op) once on the CPU backend, exactly
+// as `ptl_program_run kernel` does (the same ptl::run_program_once): every tensor of the
+// safetensors `inputs` is copied into the program's tensor of that name (same element count; a
+// name the program lacks is an error), then the program runs once. Returns safetensors bytes
+// (length ptl_result_size()) holding every tensor of the program after the run. Needs no trainer.
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_run_program(const char* program_json, const uint8_t* inputs, double n) {
+  return guarded([&] {
+    ptl::check(program_json != nullptr, "null program");
+    const ptl::Program prog = ptl::Program::from_json(json::parse(program_json));
+    const size_t len = size_arg(n);
+    ptl::check(inputs != nullptr || len == 0, "null data pointer");
+    const ptl::SafeTensors in = ptl::decode_safetensors(inputs, len, "program inputs");
+    g_bytes = ptl::encode_safetensors(ptl::run_program_once(prog, in));
+    return (const uint8_t*)g_bytes.data();
+  }, (const uint8_t*)nullptr);
 }
 
 }  // extern "C"

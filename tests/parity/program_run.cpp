@@ -15,7 +15,8 @@
 //     The program is usually one op over a few tensors. Every tensor named in `in` is copied into
 //     the program's tensor of that name (same element count) before the run, including outputs
 //     (their initial value matters for ops with acc<i> = 1); `out` receives every tensor of the
-//     program after one run.
+//     program after one run (ptl::run_program_once, engine/program_run.h, which the WebAssembly
+//     API's ptl_run_program also calls; tensors share no memory, so each keeps its own value).
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -26,6 +27,7 @@
 #include "engine/backends/cpu/cpu_backend.h"
 #include "engine/error.h"
 #include "engine/program.h"
+#include "engine/program_run.h"
 #include "engine/safetensors.h"
 
 using namespace ptl;
@@ -40,36 +42,6 @@ nlohmann::json read_json(const std::string& path) {
 SafeTensors read_safetensors(const std::string& path) {
   auto bytes = read_file_bytes(path);
   return decode_safetensors(bytes.data(), bytes.size(), path);
-}
-
-// Copies each tensor of `file` that the program has into the executor; returns how many.
-int load_into(cpu::Executor& ex, const SafeTensors& file, bool require_all) {
-  const Program& p = ex.program();
-  int n = 0;
-  for (const auto& t : file.tensors) {
-    const int id = p.find(t.name);
-    if (id < 0) {
-      check(!require_all, "tensor '" + t.name + "' is not in the program");
-      continue;
-    }
-    check(p.tensor(id).numel() == t.numel(), "tensor '" + t.name + "' has " + std::to_string(t.numel()) +
-                                                 " elements but the program's has " +
-                                                 std::to_string(p.tensor(id).numel()));
-    std::memcpy(ex.data(id), t.data.data(), t.data.size());
-    ++n;
-  }
-  return n;
-}
-
-SafeTensors collect(cpu::Executor& ex, bool persistent_only) {
-  SafeTensors out;
-  const Program& p = ex.program();
-  for (size_t i = 0; i < p.tensors.size(); ++i) {
-    const auto& t = p.tensors[i];
-    if (persistent_only && !t.persistent()) continue;
-    out.add(t.name, t.dtype, t.shape, ex.data(int(i)));
-  }
-  return out;
 }
 
 std::map<std::string, std::string> parse_args(int argc, char** argv, int first) {
@@ -91,9 +63,10 @@ std::string need(const std::map<std::string, std::string>& a, const std::string&
 int run_train(const std::map<std::string, std::string>& a) {
   Program prog = Program::from_json(read_json(need(a, "program")));
   cpu::TensorStore store;
-  cpu::Executor ex(prog, store);
+  // A dump must show every tensor's own value, so then no two tensors share memory.
+  cpu::Executor ex(prog, store, /*share_memory=*/a.count("dump-step") == 0);
   const SafeTensors init = read_safetensors(need(a, "init"));
-  load_into(ex, init, false);
+  load_tensors(ex, init, false);
   const nlohmann::json batches = read_json(need(a, "batches"));
   const int64_t first_step = batches.value("first_step", int64_t(1));
   const int64_t dump_step = a.count("dump-step") ? std::stoll(a.at("dump-step")) : -1;
@@ -114,22 +87,19 @@ int run_train(const std::map<std::string, std::string>& a) {
     losses.push_back(ex.f32("loss")[0]);
     norms.push_back(ex.f32("grad_norm")[0]);
     ++s;
-    if (s == dump_step) write_file_atomic(need(a, "dump"), encode_safetensors(collect(ex, false)));
+    if (s == dump_step) write_file_atomic(need(a, "dump"), encode_safetensors(collect_tensors(ex, false)));
   }
   nlohmann::json res = {{"losses", losses}, {"grad_norms", norms}};
   const std::string text = res.dump();
   write_file_atomic(need(a, "out"), std::vector<uint8_t>(text.begin(), text.end()));
-  if (a.count("save")) write_file_atomic(a.at("save"), encode_safetensors(collect(ex, true)));
+  if (a.count("save")) write_file_atomic(a.at("save"), encode_safetensors(collect_tensors(ex, true)));
   return 0;
 }
 
 int run_kernel(const std::map<std::string, std::string>& a) {
-  Program prog = Program::from_json(read_json(need(a, "program")));
-  cpu::TensorStore store;
-  cpu::Executor ex(prog, store);
-  load_into(ex, read_safetensors(need(a, "in")), true);
-  ex.run();
-  write_file_atomic(need(a, "out"), encode_safetensors(collect(ex, false)));
+  const Program prog = Program::from_json(read_json(need(a, "program")));
+  const SafeTensors out = run_program_once(prog, read_safetensors(need(a, "in")));
+  write_file_atomic(need(a, "out"), encode_safetensors(out));
   return 0;
 }
 

@@ -57,13 +57,16 @@ namespace {
 // Byte offsets of the program's non-persistent tensors in one arena, reusing memory by liveness:
 // a tensor is live from the first op that touches it to the last, and two tensors may share
 // bytes only if their live ranges do not overlap. Tensors the host writes before a run (inputs)
-// or reads after it (loss, gradient norm, logits, parameter gradients) live for the whole run.
+// or reads after it (loss, gradient norm, logits, parameter gradients, and any tensor that no op
+// reads: a program's results, such as the attention maps of the inspect program) live for the
+// whole run. With share = false every tensor lives for the whole run (no reuse at all).
 // Placement is greedy, largest first, each at the lowest offset that is free for its whole
 // live range (the usual offset assignment of inference runtimes); it is deterministic.
-std::vector<size_t> plan_arena(const Program& p, size_t& total, size_t& live_peak) {
+std::vector<size_t> plan_arena(const Program& p, bool share, size_t& total, size_t& live_peak) {
   const size_t n = p.tensors.size();
   const int end = int(p.ops.size());
   std::vector<int> first(n, end + 1), last(n, -1);
+  std::vector<bool> read(n, false);
   for (int i = 0; i < end; i++) {
     const Op& op = p.ops[size_t(i)];
     for (const auto* ids : {&op.inputs, &op.outputs})
@@ -72,8 +75,12 @@ std::vector<size_t> plan_arena(const Program& p, size_t& total, size_t& live_pea
           first[size_t(id)] = std::min(first[size_t(id)], i);
           last[size_t(id)] = std::max(last[size_t(id)], i);
         }
+    for (int id : op.inputs)
+      if (id >= 0) read[size_t(id)] = true;
   }
-  auto whole_run = [&](const TensorInfo& t) {
+  auto whole_run = [&](size_t i) {
+    const TensorInfo& t = p.tensors[i];
+    if (!share || !read[i]) return true;
     if (t.kind == TensorKind::input) return true;
     if (t.name == "loss" || t.name == "grad_norm" || t.name == "logits") return true;
     if (t.kind == TensorKind::gradient && t.name.starts_with("grad.")) {
@@ -86,7 +93,7 @@ std::vector<size_t> plan_arena(const Program& p, size_t& total, size_t& live_pea
   for (size_t i = 0; i < n; i++) {
     const auto& t = p.tensors[i];
     if (t.persistent()) continue;
-    if (whole_run(t) || last[i] < 0) {  // never touched by an op: the host's alone
+    if (whole_run(i) || last[i] < 0) {  // never touched by an op: the host's alone
       first[i] = -1;
       last[i] = end;
     }
@@ -125,10 +132,10 @@ std::vector<size_t> plan_arena(const Program& p, size_t& total, size_t& live_pea
 
 }  // namespace
 
-Executor::Executor(Program program, TensorStore& store) : program_(std::move(program)) {
+Executor::Executor(Program program, TensorStore& store, bool share_memory) : program_(std::move(program)) {
   // Every non-persistent tensor in one arena, 64-byte aligned, memory shared by liveness.
   size_t total = 0;
-  const std::vector<size_t> offsets = plan_arena(program_, total, live_peak_);
+  const std::vector<size_t> offsets = plan_arena(program_, share_memory, total, live_peak_);
   arena_ = Buffer(total);
   ptrs_.resize(program_.tensors.size());
   for (size_t i = 0; i < program_.tensors.size(); ++i) {
@@ -228,6 +235,11 @@ void Executor::run_op(const Op& op) {
     case OpKind::attention_cached: {
       const int64_t C = shape(op.inputs[0]).back(), n = numel(op.inputs[0]) / C;
       attention_cached(out_f(0), in_f(0), in_f(1), in_f(2), n, C, int64_t(op.attr("heads")), pos0_at(3));
+      break;
+    }
+    case OpKind::attention_probs: {
+      const auto& s = shape(op.inputs[0]);
+      attention_probs_forward(out_f(0), in_f(0), in_f(1), s[0], s[1], s[2], int64_t(op.attr("heads")));
       break;
     }
     case OpKind::gelu:

@@ -50,7 +50,10 @@ class TensorStore {
 
 class Executor {
  public:
-  Executor(Program program, TensorStore& store);
+  // share_memory = false gives every tensor its own bytes, so after run() every tensor holds
+  // the value its op wrote (for dumps and tests that look inside a run); it costs the sum of all
+  // activations instead of the live peak.
+  Executor(Program program, TensorStore& store, bool share_memory = true);
   void run();
 
   const Program& program() const { return program_; }

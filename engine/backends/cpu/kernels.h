@@ -51,6 +51,10 @@ void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float*
                     int64_t pos0);
 void attention_cached(float* y, const float* q, const float* k_cache, const float* v_cache, int64_t n,
                       int64_t C, int64_t H, int64_t pos0);
+// attention_probs.cpp: the probabilities attention applies, stored (for inspection; no backward):
+// probs[B, H, T, T] = softmax_j(q_i . k_j / sqrt(C/H)) for j <= i, exactly 0 for j > i.
+void attention_probs_forward(float* probs, const float* q, const float* k, int64_t B, int64_t T, int64_t C,
+                             int64_t H);
 
 // gelu.cpp: exact GELU, 0.5 x (1 + erf(x / sqrt 2)).
 void gelu_forward(float* y, const float* x, int64_t n);

@@ -134,7 +134,42 @@ export interface GenerateResult {
   text: string;
 }
 
-export type ProgramName = "train" | "eval" | "forward" | "generate";
+export type ProgramName = "train" | "eval" | "forward" | "generate" | "inspect";
+
+/** The batch of the next training step, for an executor outside the engine (Engine.nextBatch). */
+export interface NextBatch {
+  /** Input bytes, [batch, seq] row-major. */
+  tokens: Int32Array;
+  /** The next byte of each input (the tokens shifted by one), [batch, seq]. */
+  targets: Int32Array;
+  batch: number;
+  seq: number;
+  /** The 1-based number of this step (optim.hparams[1] of the training program). */
+  step: number;
+  /** Its learning rate (optim.hparams[0]). */
+  lr: number;
+}
+
+export interface InspectOptions {
+  /** How many of the most likely next bytes to return (default 10). */
+  topK?: number;
+}
+
+/** What the model computes on a prompt (Engine.inspect). */
+export interface InspectResult {
+  /** The bytes inspected: the prompt's last ctx bytes (a newline for an empty prompt). */
+  tokens: Uint8Array;
+  /** The most likely next bytes after the last one, most likely first. */
+  top: { byte: number; prob: number }[];
+  layers: number;
+  heads: number;
+  /** tokens.length */
+  T: number;
+  /** Every attention map, [layers, heads, T, T]: row i is position i's weights over positions 0..i (zeros after). */
+  attention: Float32Array;
+  /** maps[layer][head]: a [T, T] view of `attention`. */
+  maps: Float32Array[][];
+}
 
 /** A JSON-serialised program (Program::to_json): the tensor table and the ops. */
 export interface ProgramJson {
@@ -179,6 +214,10 @@ export interface PtlModule {
   _ptl_export_checkpoint(h: number, withOptimizer: number): Ptr;
   _ptl_result_size(): number;
   _ptl_export_program(h: number, which: Ptr): Ptr;
+  _ptl_next_batch(h: number): Ptr;
+  _ptl_lr_at(h: number, step: number): number;
+  _ptl_inspect(h: number, prompt: Ptr, n: number, topK: number): Ptr;
+  _ptl_run_program(program: Ptr, inputs: Ptr, n: number): Ptr;
 }
 
 /** The factory an Emscripten MODULARIZE build exports (createPtlEngine). */
@@ -365,6 +404,18 @@ export class LoadedModule {
     const n = this.mod._ptl_result_size();
     const a = this.addr(p);
     return this.heap().slice(a, a + n);
+  }
+  /**
+   * Runs a serialised program (usually one op) once on the CPU backend, as the native
+   * `ptl_program_run kernel` does: `inputs` is a safetensors file whose tensors are copied into the
+   * program's tensors of the same names; the result is a safetensors file of every tensor of the
+   * program after the run. Needs no model: the C++ twin of a WebGPU kernel in the browser.
+   */
+  async runProgram(program: ProgramJson | string, inputs: Uint8Array): Promise<Uint8Array> {
+    const text = typeof program === "string" ? program : JSON.stringify(program);
+    return this.withString(text, (jp) =>
+      this.withBytes(inputs, (p, n) => this.bytes(this.mod._ptl_run_program(jp, p, n), "ptl_run_program")),
+    );
   }
   retain(): void {
     this.live++;
@@ -578,6 +629,59 @@ export class Engine {
     return this.module.withString(which, (p) =>
       this.module.json<ProgramJson>(this.m._ptl_export_program(h, p), "ptl_export_program"),
     );
+  }
+
+  /**
+   * The batch of the next training step, for an executor outside the engine (the WebGPU
+   * backend): the batch `train` would draw next, from the same data order, and its learning rate.
+   * The engine counts the step as done elsewhere (step and tokens_seen advance as `train`'s do),
+   * so N calls leave the data order, step and token count of N `train` steps; the weights stay
+   * (bring the other executor's back with importCheckpoint).
+   */
+  async nextBatch(): Promise<NextBatch> {
+    const h = this.h();
+    const bytes = this.module.bytes(this.m._ptl_next_batch(h), "ptl_next_batch");
+    const info = await this.info();
+    const n = bytes.length / 8; // tokens then targets, int32 little-endian
+    const all = new Int32Array(bytes.buffer, bytes.byteOffset, 2 * n);
+    const lr = this.lrAt(info.step - 1);
+    return { tokens: all.subarray(0, n), targets: all.subarray(n), batch: info.train.batch, seq: n / info.train.batch, step: info.step, lr };
+  }
+
+  /** The learning rate of 0-based step `step` (1-based step step + 1) under the current schedule. */
+  lrAt(step: number): number {
+    const lr = this.m._ptl_lr_at(this.h(), step);
+    if (Number.isNaN(lr)) this.module.fail("ptl_lr_at");
+    return lr;
+  }
+
+  /**
+   * "Watch the model think": the most likely next bytes after the prompt and every layer's
+   * attention maps, from one forward pass over the prompt's last ctx bytes (LoRA adapters included).
+   */
+  async inspect(prompt: Uint8Array | string, options: InspectOptions = {}): Promise<InspectResult> {
+    const h = this.h();
+    const topK = Math.floor(options.topK ?? 10);
+    const bytes = this.module.withBytes(prompt, (p, n) => this.module.bytes(this.m._ptl_inspect(h, p, n, topK), "ptl_inspect"));
+    // u64 header length, JSON header (padded to 8 bytes), float32 [layers, heads, T, T].
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const headerLen = Number(view.getBigUint64(0, true));
+    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLen))) as {
+      tokens: number[];
+      top: { byte: number; prob: number }[];
+      layers: number;
+      heads: number;
+      T: number;
+    };
+    const { layers, heads, T } = header;
+    const attention = new Float32Array(bytes.buffer, bytes.byteOffset + 8 + headerLen, layers * heads * T * T);
+    const maps: Float32Array[][] = [];
+    for (let l = 0; l < layers; l++) {
+      const row: Float32Array[] = [];
+      for (let hd = 0; hd < heads; hd++) row.push(attention.subarray((l * heads + hd) * T * T, (l * heads + hd + 1) * T * T));
+      maps.push(row);
+    }
+    return { tokens: Uint8Array.from(header.tokens), top: header.top, layers, heads, T, attention, maps };
   }
 
   /** Frees the model; when this engine loaded its own module, stops the module's threads too. */

@@ -28,7 +28,9 @@ import {
   type CreateConfig,
   type EngineInfo,
   type EvalMetrics,
+  type InspectResult,
   type LoadOptions,
+  type NextBatch,
   type ProgramJson,
   type ProgramName,
   type StepMetrics,
@@ -53,6 +55,10 @@ export interface Methods {
   exportCheckpoint: { params: { optimizer?: boolean }; result: Uint8Array };
   importCheckpoint: { params: { bytes: Uint8Array; name?: string }; result: EngineInfo };
   exportProgram: { params: { which?: ProgramName }; result: ProgramJson };
+  nextBatch: { params: Record<string, never>; result: NextBatch };
+  inspect: { params: { prompt: Uint8Array | string; topK?: number }; result: InspectResult };
+  /** Needs only "load" (no model): LoadedModule.runProgram. */
+  runProgram: { params: { program: ProgramJson | string; inputs: Uint8Array }; result: Uint8Array };
   dispose: { params: Record<string, never>; result: null };
   abort: { params: Record<string, never>; result: null };
 }
@@ -75,6 +81,15 @@ export type Reply =
 export interface Port {
   postMessage(message: unknown, transfer?: Transferable[]): void;
   addEventListener(type: "message", listener: (ev: { data: unknown }) => void): void;
+}
+
+// Results whose large buffers move to the page instead of being copied: bytes (checkpoints,
+// safetensors) and the attention maps of an inspection (its per-head views share that buffer).
+function transferables(result: unknown): Transferable[] {
+  if (result instanceof Uint8Array) return [result.buffer];
+  const attention = (result as { attention?: unknown } | null)?.attention;
+  if (attention instanceof Float32Array) return [attention.buffer];
+  return [];
 }
 
 /** Runs in the worker: answers requests from the page. */
@@ -152,6 +167,16 @@ export function serveEngine(port: Port): void {
       }
       case "exportProgram":
         return needEngine().exportProgram((req.params as Methods["exportProgram"]["params"]).which);
+      case "nextBatch":
+        return needEngine().nextBatch();
+      case "inspect": {
+        const p = req.params as Methods["inspect"]["params"];
+        return needEngine().inspect(p.prompt, { topK: p.topK });
+      }
+      case "runProgram": {
+        const p = req.params as Methods["runProgram"]["params"];
+        return needModule().runProgram(p.program, p.inputs);
+      }
       case "dispose":
         engine?.dispose();
         engine = null;
@@ -172,7 +197,7 @@ export function serveEngine(port: Port): void {
       abort = new AbortController();
       try {
         const result = await handle(req);
-        const transfer = result instanceof Uint8Array ? [result.buffer] : [];
+        const transfer = transferables(result);
         port.postMessage({ id: req.id, ok: true, result }, transfer);
       } catch (e) {
         const err = e instanceof EngineError ? e : new EngineError(e instanceof Error ? e.message : String(e), "worker");
