@@ -1,0 +1,25 @@
+// The playground site: static files (astro build -> dist/), served with cross-origin isolation so
+// that the threaded WebAssembly engine can use SharedArrayBuffer (docs/site.md).
+import { defineConfig } from 'astro/config';
+import { fileURLToPath } from 'node:url';
+
+// COOP + COEP make the page cross-origin isolated. The same pair is in public/_headers for
+// static hosts; without them the page still works, on single-thread WebAssembly.
+const isolation = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+};
+const repo = fileURLToPath(new URL('../..', import.meta.url));
+
+export default defineConfig({
+  output: 'static',
+  server: { headers: isolation },
+  vite: {
+    server: { headers: isolation, fs: { allow: [repo] } },
+    preview: { headers: isolation },
+    // The engine loads ptl_engine.js with importScripts, which only classic workers have.
+    // (The engine's Node-only dynamic imports are inlined as stubs: an iife has one chunk.)
+    worker: { format: 'iife', rollupOptions: { output: { inlineDynamicImports: true } } },
+    build: { target: 'es2022' },
+  },
+});

@@ -1,0 +1,125 @@
+// Puts what the site serves but does not own into place before `astro build` / `astro dev`:
+//
+//   public/wasm/<variant>/ptl_engine.{js,wasm,worker.js}  from build-wasm/ (wasm/build.sh)
+//   public/data/tinyshakespeare.txt                       from $PTL_DATA_DIR or ../shared/data
+//   src/generated/presets.json                            from the native `ptl info --preset X --json`
+//   src/generated/bench.json                              from docs/bench/*.jsonl and bench/results/*.jsonl
+//   src/generated/site.json                               {pretrained}: the published model, if any
+//
+// The pretrained model: $PTL_PRETRAINED_MODEL (a .tinygpt) is copied to
+// public/models/pretrained.tinygpt; a file already there is used as it is. The page shows its
+// "Load pretrained model" banner only when the build has one.
+//
+// All of these are ignored by git: the engine is built from source, the corpus is never
+// committed, and the preset table has one home (engine/config.cpp).
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const site = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const repo = resolve(site, '../..');
+const fail = (msg) => {
+  console.error(`copy-assets: ${msg}`);
+  process.exit(1);
+};
+
+// 1. The WebAssembly engine builds. The threaded one serves isolated pages, the single-thread
+//    SIMD one everything else; scalar is optional (very old engines only).
+const wasmBuild = process.env.PTL_WASM_BUILD_DIR ?? join(repo, 'build-wasm');
+const variants = ['simd-threads', 'simd', 'scalar'];
+const found = [];
+for (const v of variants) {
+  const from = join(wasmBuild, v);
+  if (!existsSync(join(from, 'ptl_engine.js'))) continue;
+  const to = join(site, 'public/wasm', v);
+  mkdirSync(to, { recursive: true });
+  for (const f of ['ptl_engine.js', 'ptl_engine.wasm', 'ptl_engine.worker.js'])
+    if (existsSync(join(from, f))) copyFileSync(join(from, f), join(to, f));
+  found.push(v);
+}
+for (const need of ['simd-threads', 'simd'])
+  if (!found.includes(need)) fail(`no ${need} build in ${wasmBuild}: run 'wasm/build.sh ${need}' first`);
+
+// 2. TinyShakespeare, the default corpus. Without a local copy the page downloads it from its
+//    public URL (and checks the sha256), so this is only a convenience.
+const dataDirs = [process.env.PTL_DATA_DIR, join(repo, '../shared/data'), join(repo, 'data')].filter(Boolean);
+const corpus = dataDirs.map((d) => join(d, 'tinyshakespeare.txt')).find((p) => existsSync(p));
+if (corpus) {
+  mkdirSync(join(site, 'public/data'), { recursive: true });
+  copyFileSync(corpus, join(site, 'public/data/tinyshakespeare.txt'));
+} else {
+  console.warn('copy-assets: tinyshakespeare.txt not found locally; the page will download it');
+}
+
+// 3. The presets, described by the engine itself.
+const ptl = process.env.PTL_NATIVE_BIN ?? join(repo, 'build/ptl');
+if (!existsSync(ptl)) fail(`native ptl not found at ${ptl}: build it (scripts/run.sh or cmake) or set PTL_NATIVE_BIN`);
+const names = ['tiny', 'small', 'medium', 'large', 'xl', 'huge', 'massive', 'mega', 'behemoth'];
+const presets = names.map((name) => {
+  const info = JSON.parse(execFileSync(ptl, ['info', '--preset', name, '--json'], { encoding: 'utf8' }));
+  return {
+    name,
+    model: info.model_config,
+    batch: info.training_memory.batch,
+    parameters: info.parameters,
+    training_bytes: info.training_memory.total_bytes,
+  };
+});
+mkdirSync(join(site, 'src/generated'), { recursive: true });
+writeFileSync(join(site, 'src/generated/presets.json'), JSON.stringify(presets, null, 1) + '\n');
+
+// 4. Benchmark figures for /performance: every JSON line of the committed result files.
+const bench = {};
+for (const dir of ['docs/bench', 'bench/results']) {
+  const abs = join(repo, dir);
+  if (!existsSync(abs)) continue;
+  for (const f of readdirSync(abs).filter((n) => n.endsWith('.jsonl') || n.endsWith('.json'))) {
+    const text = readFileSync(join(abs, f), 'utf8');
+    const rows = [];
+    for (const line of f.endsWith('.jsonl') ? text.split('\n') : [text]) {
+      if (!line.trim()) continue;
+      try {
+        const v = JSON.parse(line);
+        if (Array.isArray(v)) rows.push(...v);
+        else rows.push(v);
+      } catch {
+        // A log line mixed into a results file: not a figure.
+      }
+    }
+    bench[`${dir}/${f}`] = rows;
+  }
+}
+writeFileSync(join(site, 'src/generated/bench.json'), JSON.stringify(bench) + '\n');
+// 5. What the /kernels page compares the visitor's WebAssembly engine against: native ptl's
+//    losses for 20 steps of Tiny on TinyShakespeare (seed 1337, the defaults) and its greedy
+//    continuation of a prompt from that checkpoint.
+if (corpus) {
+  const tmp = mkdtempSync(join(tmpdir(), 'ptl-site-fixture-'));
+  try {
+    execFileSync(ptl, ['train', '--preset', 'tiny', '--steps', '20', '--data', corpus, '--out', tmp, '--eval-every', '1000', '--sample-every', '0'], { stdio: 'ignore' });
+    const losses = readFileSync(join(tmp, 'metrics.jsonl'), 'utf8').split('\n').filter((l) => l.trim())
+      .map((l) => JSON.parse(l)).filter((m) => typeof m.train_loss === 'number').map((m) => m.train_loss);
+    const prompt = 'ROMEO:';
+    // stdout: the prompt, the 64 generated bytes, then a newline the CLI adds.
+    const greedy = execFileSync(ptl, ['sample', join(tmp, 'model.tinygpt'), '--prompt', prompt, '--temperature', '0', '--max-tokens', '64', '--raw'], { encoding: 'latin1', stdio: ['ignore', 'pipe', 'ignore'] });
+    writeFileSync(join(site, 'src/generated/native-tiny.json'), JSON.stringify({ preset: 'tiny', steps: 20, seed: 1337, losses, prompt, greedy_hex: Buffer.from(greedy, 'latin1').subarray(prompt.length, prompt.length + 64).toString('hex') }) + '\n');
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+} else {
+  writeFileSync(join(site, 'src/generated/native-tiny.json'), 'null\n');
+}
+
+// 6. The pretrained model.
+const pretrained = join(site, 'public/models/pretrained.tinygpt');
+if (process.env.PTL_PRETRAINED_MODEL) {
+  if (!existsSync(process.env.PTL_PRETRAINED_MODEL)) fail(`PTL_PRETRAINED_MODEL=${process.env.PTL_PRETRAINED_MODEL} does not exist`);
+  mkdirSync(dirname(pretrained), { recursive: true });
+  copyFileSync(process.env.PTL_PRETRAINED_MODEL, pretrained);
+}
+const hasPretrained = existsSync(pretrained);
+writeFileSync(join(site, 'src/generated/site.json'), JSON.stringify({ pretrained: hasPretrained ? 'models/pretrained.tinygpt' : null }) + '\n');
+
+console.log(`copy-assets: wasm builds ${found.join(', ')}; corpus ${corpus ? 'copied' : 'remote'}; ${presets.length} presets; ${Object.keys(bench).length} benchmark files; pretrained model ${hasPretrained ? 'yes' : 'no'}`);

@@ -1,0 +1,107 @@
+// The live dashboard's charts (uPlot): loss with validation points, throughput, learning rate
+// and gradient norm. Each chart keeps its own columns and redraws at most once per frame.
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+
+export const UNTRAINED_LOSS = Math.log(256); // a uniform guess over 256 bytes
+
+type Columns = number[][];
+
+class Chart {
+  readonly plot: uPlot;
+  private readonly data: Columns;
+  private queued = false;
+
+  constructor(el: HTMLElement, opts: Omit<uPlot.Options, 'width' | 'height'>, columns: number) {
+    this.data = Array.from({ length: columns }, () => []);
+    this.plot = new uPlot({ ...opts, scales: { x: { time: false }, ...opts.scales }, width: Math.max(260, el.clientWidth), height: 220 }, this.data as uPlot.AlignedData, el);
+    new ResizeObserver(() => this.plot.setSize({ width: Math.max(260, el.clientWidth), height: 220 })).observe(el);
+  }
+
+  push(row: (number | null)[]): void {
+    row.forEach((v, i) => (this.data[i] as (number | null)[]).push(v));
+    this.redraw();
+  }
+
+  reset(): void {
+    for (const c of this.data) c.length = 0;
+    this.redraw();
+  }
+
+  redraw(): void {
+    if (this.queued) return;
+    this.queued = true;
+    requestAnimationFrame(() => {
+      this.queued = false;
+      this.plot.setData(this.data as uPlot.AlignedData);
+    });
+  }
+}
+
+const axis = (label: string): uPlot.Axis => ({ label, stroke: 'currentColor', grid: { stroke: 'rgba(128,128,128,0.2)' }, ticks: { stroke: 'rgba(128,128,128,0.4)' } });
+
+export class Dashboard {
+  private loss: Chart;
+  private readonly speed: Chart;
+  private readonly lr: Chart;
+  private readonly norm: Chart;
+  private logScale = false;
+  private readonly lossEl: HTMLElement;
+
+  constructor(els: { loss: HTMLElement; speed: HTMLElement; lr: HTMLElement; norm: HTMLElement }) {
+    this.lossEl = els.loss;
+    this.loss = this.makeLoss();
+    this.speed = new Chart(els.speed, { title: 'Tokens per second', series: [{ label: 'step' }, { label: 'tokens/s', stroke: '#2a9d8f', width: 1.5 }], axes: [axis('step'), axis('tokens/s')], legend: { show: false } }, 2);
+    this.lr = new Chart(els.lr, { title: 'Learning rate', series: [{ label: 'step' }, { label: 'lr', stroke: '#e76f51', width: 1.5 }], axes: [axis('step'), { ...axis('lr'), size: 70, values: (_u, vals) => vals.map((v) => (v === 0 ? '0' : v.toExponential(1))) }], legend: { show: false } }, 2);
+    this.norm = new Chart(els.norm, { title: 'Gradient norm (before clipping)', series: [{ label: 'step' }, { label: 'grad norm', stroke: '#8338ec', width: 1.5 }], axes: [axis('step'), axis('norm')], legend: { show: false } }, 2);
+  }
+
+  private makeLoss(): Chart {
+    return new Chart(this.lossEl, {
+      title: 'Loss (nats per byte)',
+      scales: { y: this.logScale ? { distr: 3 } : {} },
+      series: [
+        { label: 'step' },
+        { label: 'train', stroke: '#264653', width: 1.5 },
+        { label: 'validation', stroke: '#e9c46a', width: 0, points: { show: true, size: 7, fill: '#e9c46a' } },
+        { label: 'untrained (ln 256)', stroke: '#999', dash: [6, 4], width: 1, points: { show: false } },
+      ],
+      axes: [axis('step'), axis('loss')],
+    }, 4);
+  }
+
+  private rows: (number | null)[][] = [];
+
+  setLogScale(on: boolean): void {
+    if (on === this.logScale) return;
+    this.logScale = on;
+    this.loss.plot.destroy();
+    this.lossEl.replaceChildren();
+    const fresh = this.makeLoss();
+    this.loss = fresh;
+    for (const r of this.rows) fresh.push(r);
+  }
+
+  step(step: number, loss: number, tokensPerS: number, lr: number, gradNorm: number): void {
+    const row = [step, loss, null, UNTRAINED_LOSS];
+    this.rows.push(row);
+    this.loss.push(row);
+    this.speed.push([step, tokensPerS]);
+    this.lr.push([step, lr]);
+    this.norm.push([step, gradNorm]);
+  }
+
+  validation(step: number, loss: number): void {
+    const row = [step, null, loss, UNTRAINED_LOSS];
+    this.rows.push(row);
+    this.rows.sort((a, b) => a[0]! - b[0]!);
+    // uPlot wants x ascending: rebuild the loss columns in order.
+    this.loss.reset();
+    for (const r of this.rows) this.loss.push(r);
+  }
+
+  reset(): void {
+    this.rows = [];
+    for (const c of [this.loss, this.speed, this.lr, this.norm]) c.reset();
+  }
+}

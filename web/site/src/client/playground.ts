@@ -1,0 +1,538 @@
+// The playground page: wires the controls to the training worker and draws what it reports.
+import presets from '../generated/presets.json';
+import { selectBuild, type Variant as BuildVariant } from '../../../src/engine/select.js';
+import { Dashboard } from './charts.js';
+import { HfError, loadHfDataset, tinyShakespeare } from './corpus.js';
+import type { Backend, InspectResult, ModelSummary, RunSettings, RunState, Variant } from './protocol.js';
+import { Session } from './session.js';
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
+  const el = document.getElementById(id);
+  if (!el) throw new Error(`playground: no element #${id}`);
+  return el as T;
+};
+const base = import.meta.env.BASE_URL;
+const num = (id: string): number => Number($<HTMLInputElement>(id).value);
+
+interface Choice {
+  backend: Backend;
+  variant: Variant;
+  threads: number;
+  reason: string;
+}
+
+let session: Session;
+let loadedVariant: Variant | null = null;
+let choice: Choice;
+let gpuAdapter = false;
+let gflops = 0; // WebAssembly speed measured at load, for estimates
+let model: ModelSummary | null = null;
+let corpusReady = false;
+let running: 'training' | 'generating' | null = null;
+let runStartStep = 0;
+let runStartTime = 0;
+let dash: Dashboard;
+// A read-only view of the run for tools and tests (the dashboard draws the same numbers).
+const hook = { losses: [] as number[], evals: [] as number[] };
+(window as unknown as { ptlRun: typeof hook }).ptlRun = hook;
+
+function status(text: string, kind: '' | 'warn' | 'error' | 'ok' = ''): void {
+  const el = $('status');
+  el.textContent = text;
+  el.className = `status ${kind}`.trim();
+}
+
+function settings(): RunSettings {
+  return {
+    steps: Math.max(1, Math.floor(num('steps'))),
+    batch: Math.max(1, Math.floor(num('batch'))),
+    lr: num('lr'),
+    schedule: $<HTMLSelectElement>('schedule').value as RunSettings['schedule'],
+    seed: Math.max(0, Math.floor(num('seed'))),
+    evalEvery: Math.max(0, Math.floor(num('eval-every'))),
+    sampleEvery: Math.max(0, Math.floor(num('sample-every'))),
+    autosaveEvery: Math.max(0, Math.floor(num('autosave-every'))),
+  };
+}
+
+const preset = () => presets.find((p) => p.name === $<HTMLSelectElement>('preset').value) ?? presets[0]!;
+const mib = (b: number) => (b >= 1024 ** 3 ? `${(b / 1024 ** 3).toFixed(2)} GiB` : `${(b / 1024 ** 2).toFixed(1)} MiB`);
+function duration(s: number): string {
+  if (!isFinite(s)) return '–';
+  if (s < 90) return `${Math.round(s)} s`;
+  if (s < 5400) return `${Math.round(s / 60)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+/** Training FLOPs of one step: 6 per parameter and token, plus the attention products. */
+function flopsPerStep(p: (typeof presets)[number], batch: number): number {
+  const { n_layers: L, d_model: d, ctx: T } = p.model;
+  return batch * T * (6 * p.parameters + 12 * L * T * d);
+}
+
+function describePreset(): void {
+  const p = preset();
+  const s = settings();
+  const mem = p.training_bytes * (s.batch / p.batch); // activations dominate and scale with the batch
+  const est = gflops > 0 ? duration((flopsPerStep(p, s.batch) * s.steps) / (gflops * 1e9)) : 'measuring…';
+  $('preset-info').textContent =
+    `${p.parameters.toLocaleString()} parameters; about ${mib(mem)} to train at batch ${s.batch} (preset default ${p.batch}). ` +
+    `Estimated time for ${s.steps} steps with WebAssembly on this machine: ${est}` +
+    (gflops > 0 ? ` (measured ${gflops.toFixed(1)} GFLOP/s)` : '') + (choice?.backend === 'webgpu' ? '; WebGPU is usually much faster.' : '.');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend choice
+
+async function detectGpu(): Promise<boolean> {
+  const gpu = (navigator as Navigator & { gpu?: GPU }).gpu;
+  if (!gpu) return false;
+  try {
+    return (await gpu.requestAdapter()) !== null;
+  } catch {
+    return false;
+  }
+}
+
+function chooseBackend(): Choice {
+  const want = $<HTMLSelectElement>('backend').value;
+  const p = preset();
+  const wasm = selectBuild({ model: p.model, batch: settings().batch, available: ['simd-threads', 'simd', 'scalar'] as BuildVariant[] });
+  const variant = wasm.variant as Variant;
+  const threaded = variant === 'simd-threads';
+  const wasmWhy = `WebAssembly ${threaded ? `with ${wasm.threads} threads` : 'on one thread'}: ${wasm.reason}`;
+  if (want === 'webgpu') {
+    if (gpuAdapter) return { backend: 'webgpu', variant, threads: wasm.threads, reason: 'WebGPU, as you asked (the data loader and sampling run on WebAssembly).' };
+    return { backend: 'wasm', variant, threads: wasm.threads, reason: `WebGPU is not available in this browser, so: ${wasmWhy}` };
+  }
+  if (want === 'wasm-single') return { backend: 'wasm', variant: variant === 'scalar' ? 'scalar' : 'simd', threads: 1, reason: 'WebAssembly on one thread, as you asked.' };
+  if (want === 'wasm-threads') {
+    if (threaded) return { backend: 'wasm', variant, threads: wasm.threads, reason: `WebAssembly with ${wasm.threads} threads, as you asked.` };
+    return { backend: 'wasm', variant, threads: 1, reason: `Threads are not available: ${wasm.reason}` };
+  }
+  if (gpuAdapter) return { backend: 'webgpu', variant, threads: wasm.threads, reason: 'Auto: this browser has a WebGPU adapter, so WebGPU trains the model.' };
+  return { backend: 'wasm', variant, threads: wasm.threads, reason: `Auto: no WebGPU adapter here, so ${wasmWhy}` };
+}
+
+/** Loads (or reloads) the worker with the build the choice needs; keeps the model across. */
+async function applyChoice(): Promise<void> {
+  choice = chooseBackend();
+  $('backend-info').textContent = choice.reason;
+  if (loadedVariant !== choice.variant) {
+    let carry: Uint8Array | null = null;
+    if (session && model) carry = await session.call('exportCheckpoint', { optimizer: true });
+    const next = new Session();
+    const build = await next.call('load', { variant: choice.variant, threads: choice.threads });
+    session = next; // the old worker is garbage once unreferenced; terminate it explicitly
+    loadedVariant = choice.variant;
+    $('backend-info').textContent = `${choice.reason} Loaded build: ${build.variant}${build.threads ? `, ${build.num_threads} threads` : ''}.`;
+    if (carry) model = (await session.call('open', { bytes: carry, name: 'current model' })) as ModelSummary;
+    if (corpusBytes) await session.call('setCorpus', { bytes: corpusBytes, info: corpusInfo });
+  }
+  if (model) model = await session.call('setBackend', { backend: choice.backend });
+  document.body.dataset['backend'] = choice.backend;
+  document.body.dataset['variant'] = choice.variant;
+  describePreset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Corpus
+
+let corpusBytes: Uint8Array | null = null;
+let corpusInfo = { name: '', bytes: 0 };
+
+async function setCorpus(bytes: Uint8Array, name: string): Promise<void> {
+  const ctx = preset().model.ctx;
+  if (bytes.length < 10 * (ctx + 1)) throw new Error(`${name} has ${bytes.length} bytes: too short to train on (the context is ${ctx} bytes; give at least ${10 * (ctx + 1)})`);
+  corpusBytes = bytes;
+  corpusInfo = { name, bytes: bytes.length };
+  const split = await session.call('setCorpus', { bytes, info: corpusInfo });
+  corpusReady = true;
+  $('corpus-info').textContent = `${name}: ${bytes.length.toLocaleString()} bytes (${split.train_bytes.toLocaleString()} to train on, ${split.val_bytes.toLocaleString()} held out for validation).`;
+  document.body.dataset['corpus'] = name;
+  refreshButtons();
+}
+
+function corpusSource(): string {
+  return (document.querySelector('input[name="corpus"]:checked') as HTMLInputElement).value;
+}
+
+async function onCorpusSource(): Promise<void> {
+  const src = corpusSource();
+  $('upload-box').hidden = src !== 'upload';
+  $('hf-box').hidden = src !== 'hf';
+  if (src === 'shakespeare') {
+    $('corpus-info').textContent = 'Loading TinyShakespeare…';
+    try {
+      await setCorpus(await tinyShakespeare(base), 'TinyShakespeare');
+    } catch (e) {
+      $('corpus-info').textContent = String(e instanceof Error ? e.message : e);
+    }
+  }
+}
+
+async function onUpload(): Promise<void> {
+  const f = $<HTMLInputElement>('corpus-file').files?.[0];
+  if (!f) return;
+  try {
+    await setCorpus(new Uint8Array(await f.arrayBuffer()), f.name);
+  } catch (e) {
+    status(`Could not use ${f.name}: ${e instanceof Error ? e.message : String(e)}`, 'error');
+  }
+}
+
+let hfAbort: AbortController | null = null;
+async function onHfLoad(): Promise<void> {
+  hfAbort?.abort();
+  hfAbort = new AbortController();
+  const req = {
+    api: $<HTMLInputElement>('hf-api').value.trim(),
+    dataset: $<HTMLInputElement>('hf-dataset').value.trim(),
+    config: $<HTMLInputElement>('hf-config').value.trim(),
+    split: $<HTMLInputElement>('hf-split').value.trim(),
+    column: $<HTMLInputElement>('hf-column').value.trim(),
+    budgetBytes: Math.max(1024, Math.floor(num('hf-budget') * 1e6)),
+  };
+  const info = $('corpus-info');
+  if (!req.dataset || !req.split || !req.column || !req.config) {
+    info.textContent = 'Give the dataset, config, split and column.';
+    return;
+  }
+  info.textContent = `Loading ${req.dataset}…`;
+  try {
+    const bytes = await loadHfDataset(req, (b, rows) => {
+      info.textContent = `Loading ${req.dataset}: ${rows.toLocaleString()} rows, ${(b / 1e6).toFixed(2)} of ${(req.budgetBytes / 1e6).toFixed(2)} MB`;
+    }, hfAbort.signal);
+    await setCorpus(bytes, `hf:${req.dataset}/${req.config}/${req.split}:${req.column}`);
+  } catch (e) {
+    info.textContent = '';
+    status(e instanceof HfError ? `Dataset: ${e.message}` : `Dataset: ${e instanceof Error ? e.message : String(e)}`, 'error');
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training
+
+function refreshButtons(): void {
+  const idle = running === null;
+  $<HTMLButtonElement>('start').disabled = !idle || !corpusReady;
+  $<HTMLButtonElement>('pause').disabled = running !== 'training';
+  $<HTMLButtonElement>('stop').disabled = running !== 'training';
+  const canResume = idle && model !== null && corpusReady && model.info.step < settings().steps;
+  $<HTMLButtonElement>('resume').disabled = !canResume;
+  $<HTMLButtonElement>('download').disabled = !idle || model === null;
+  $<HTMLButtonElement>('generate').disabled = !idle || model === null;
+  $<HTMLButtonElement>('gen-stop').disabled = running !== 'generating';
+  $<HTMLButtonElement>('inspect').disabled = !idle || model === null;
+  for (const id of ['preset', 'backend', 'batch', 'seed']) $<HTMLInputElement>(id).disabled = !idle;
+  document.body.dataset['state'] = running ?? (model ? 'ready' : 'empty');
+}
+
+function showStats(step: number, total: number, loss?: number, tps?: number): void {
+  $('s-step').textContent = `${step} / ${total}`;
+  if (loss !== undefined) $('s-loss').textContent = loss.toFixed(4);
+  if (tps !== undefined) $('s-tps').textContent = Math.round(tps).toLocaleString();
+  const done = step - runStartStep;
+  if (running === 'training' && done > 0) {
+    const per = (performance.now() - runStartTime) / 1000 / done;
+    $('s-eta').textContent = duration(per * (total - step));
+  } else if (step >= total) $('s-eta').textContent = 'done';
+}
+
+function showEval(loss: number): void {
+  $('s-val').textContent = loss.toFixed(4);
+  $('s-ppl').textContent = Math.exp(loss).toFixed(2);
+  $('s-bpb').textContent = (loss / Math.LN2).toFixed(3);
+}
+
+function addSample(step: number, text: string): void {
+  const li = document.createElement('li');
+  const h = document.createElement('strong');
+  h.textContent = `Step ${step}`;
+  const pre = document.createElement('pre');
+  pre.className = 'text';
+  pre.textContent = text;
+  li.append(h, pre);
+  $('samples').prepend(li);
+}
+
+function replay(state: RunState): void {
+  dash.reset();
+  $('samples').replaceChildren();
+  hook.losses.length = 0;
+  for (const m of state.steps) {
+    dash.step(m.step, m.loss, m.tokens_per_s, m.lr, m.grad_norm);
+    hook.losses.push(m.loss);
+  }
+  for (const e of state.evals) {
+    dash.validation(e.step, e.loss);
+    showEval(e.loss);
+  }
+  for (const s of state.samples) addSample(s.step, s.text);
+  const last = state.steps.at(-1);
+  showStats(last?.step ?? 0, state.settings.steps, last?.loss, last?.tokens_per_s);
+  $<HTMLInputElement>('steps').value = String(state.settings.steps);
+  $<HTMLInputElement>('lr').value = String(state.settings.lr);
+  $<HTMLSelectElement>('schedule').value = state.settings.schedule;
+  $<HTMLInputElement>('batch').value = String(state.settings.batch);
+  $<HTMLInputElement>('seed').value = String(state.settings.seed);
+}
+
+async function runTraining(fresh: boolean): Promise<void> {
+  const s = settings();
+  running = 'training';
+  refreshButtons();
+  try {
+    await applyChoice();
+    if (fresh) {
+      status(`Creating ${preset().name}…`);
+      dash.reset();
+      hook.losses.length = 0;
+      hook.evals.length = 0;
+      $('samples').replaceChildren();
+      for (const id of ['s-val', 's-ppl', 's-bpb', 's-loss', 's-tps', 's-eta']) $(id).textContent = '–';
+      model = await session.call('create', { preset: preset().name, settings: s });
+    }
+    runStartStep = model!.info.step;
+    runStartTime = performance.now();
+    status(`Training on ${choice.backend === 'webgpu' ? `WebGPU${model!.adapter ? ` (${model!.adapter})` : ''}` : `WebAssembly (${loadedVariant})`}…`);
+    const r = await session.call('train', { settings: s }, (ev) => {
+      if (ev.event === 'step') {
+        dash.step(ev.data.step, ev.data.loss, ev.data.tokens_per_s, ev.data.lr, ev.data.grad_norm);
+        hook.losses.push(ev.data.loss);
+        showStats(ev.data.step, s.steps, ev.data.loss, ev.data.tokens_per_s);
+        document.body.dataset['step'] = String(ev.data.step);
+      } else if (ev.event === 'eval') {
+        dash.validation(ev.data.step, ev.data.loss);
+        hook.evals.push(ev.data.loss);
+        showEval(ev.data.loss);
+      } else if (ev.event === 'sample') {
+        addSample(ev.data.step, ev.data.text);
+      } else if (ev.event === 'autosave') {
+        document.body.dataset['autosaved'] = String(ev.data.step);
+      }
+    });
+    model = { ...model!, info: { ...model!.info, step: r.step } };
+    status(r.reason === 'done' ? `Finished ${r.step} steps.` : `Paused at step ${r.step}. Resume continues the same run.`, r.reason === 'done' ? 'ok' : '');
+  } catch (e) {
+    status(`Training stopped: ${e instanceof Error ? e.message : String(e)}`, 'error');
+  } finally {
+    running = null;
+    refreshButtons();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampling and inspection
+
+async function generate(): Promise<void> {
+  running = 'generating';
+  refreshButtons();
+  const out = $('gen-out');
+  const prompt = $<HTMLTextAreaElement>('prompt').value;
+  out.textContent = prompt;
+  try {
+    const r = await session.call('generate', {
+      prompt, maxTokens: Math.floor(num('length')), temperature: num('temperature'), topK: Math.floor(num('top-k')), topP: num('top-p'), seed: Math.floor(num('gen-seed')),
+    }, (ev) => {
+      if (ev.event === 'token') out.textContent += ev.data.text;
+    });
+    $('gen-stats').textContent = `${r.tokens} bytes in ${r.seconds.toFixed(2)} s: ${(r.tokens / Math.max(r.seconds, 1e-9)).toFixed(1)} tokens/s; first token after ${(r.firstTokenSeconds * 1000).toFixed(0)} ms.`;
+  } catch (e) {
+    status(`Sampling failed: ${e instanceof Error ? e.message : String(e)}`, 'error');
+  } finally {
+    running = null;
+    refreshButtons();
+  }
+}
+
+function printable(b: number): string {
+  if (b === 10) return '\\n';
+  if (b === 32) return '␠';
+  if (b < 32 || b >= 127) return `0x${b.toString(16).padStart(2, '0')}`;
+  return String.fromCharCode(b);
+}
+
+function drawInspect(r: InspectResult): void {
+  const bars = $('top10');
+  bars.replaceChildren();
+  for (const { byte, prob } of r.top) {
+    const k = document.createElement('span');
+    k.textContent = `'${printable(byte)}'`;
+    const barWrap = document.createElement('span');
+    const bar = document.createElement('span');
+    bar.className = 'bar';
+    bar.style.display = 'block';
+    bar.style.width = `${Math.max(1, prob * 100)}%`;
+    barWrap.append(bar);
+    const v = document.createElement('span');
+    v.textContent = `${(prob * 100).toFixed(1)}%`;
+    bars.append(k, barWrap, v);
+  }
+  const host = $('attention');
+  host.replaceChildren();
+  const T = r.T;
+  for (let l = 0; l < r.layers; l++) {
+    const h3 = document.createElement('h3');
+    h3.textContent = `Layer ${l + 1}`;
+    const grid = document.createElement('div');
+    grid.className = 'heads';
+    for (let h = 0; h < r.heads; h++) {
+      const map = r.attention[l]![h]!;
+      const fig = document.createElement('figure');
+      const c = document.createElement('canvas');
+      c.width = T;
+      c.height = T;
+      c.setAttribute('role', 'img');
+      c.setAttribute('aria-label', `Attention map of layer ${l + 1}, head ${h + 1}`);
+      const g = c.getContext('2d')!;
+      const img = g.createImageData(T, T);
+      for (let i = 0; i < T * T; i++) {
+        const v = Math.round(255 * (1 - Math.sqrt(Math.min(1, map[i]!)))); // sqrt: small weights stay visible
+        img.data.set([v, v, Math.min(255, v + 25), 255], i * 4);
+      }
+      g.putImageData(img, 0, 0);
+      const cap = document.createElement('figcaption');
+      cap.textContent = `head ${h + 1}`;
+      fig.append(c, cap);
+      grid.append(fig);
+    }
+    host.append(h3, grid);
+  }
+  $('inspect-out').hidden = false;
+}
+
+async function inspect(): Promise<void> {
+  running = 'generating';
+  refreshButtons();
+  try {
+    drawInspect(await session.call('inspect', { prompt: $<HTMLInputElement>('inspect-prompt').value }));
+  } catch (e) {
+    status(`Inspection failed: ${e instanceof Error ? e.message : String(e)}`, 'error');
+  } finally {
+    running = null;
+    refreshButtons();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+async function download(): Promise<void> {
+  const bytes = await session.call('exportCheckpoint', { optimizer: true });
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: 'application/octet-stream' }));
+  a.download = `${model?.info ? `ptl-step${model.info.step}` : 'model'}.tinygpt`;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+}
+
+async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
+  try {
+    const r = await session.call('open', { bytes, name });
+    model = r;
+    dash.reset();
+    $('samples').replaceChildren();
+    const info = r.info;
+    $<HTMLInputElement>('steps').value = String(Math.max(info.train.steps, info.step));
+    showStats(info.step, Math.max(info.train.steps, info.step));
+    status(`Opened ${name}: ${info.model.n_layers} layers × d ${info.model.d_model}, ${info.param_count.toLocaleString()} parameters, step ${info.step}.`, 'ok');
+    document.body.dataset['opened'] = name;
+  } catch (e) {
+    status(`Could not open ${name}: ${e instanceof Error ? e.message : String(e)}. The current model is unchanged.`, 'error');
+  } finally {
+    refreshButtons();
+  }
+}
+
+async function loadPretrained(): Promise<void> {
+  status('Downloading the pretrained model…');
+  try {
+    const r = await fetch(`${base}${document.getElementById('pretrained-banner')!.dataset['url']}`);
+    if (!r.ok) throw new Error(`HTTP ${r.status}`);
+    await openCheckpoint(new Uint8Array(await r.arrayBuffer()), 'the pretrained model');
+  } catch (e) {
+    status(`Could not load the pretrained model: ${e instanceof Error ? e.message : String(e)}`, 'error');
+  }
+}
+
+/** Reopens the autosaved run, if any; true when it brought its own corpus back. */
+async function tryRestore(): Promise<boolean> {
+  const r = await session.call('restore', {});
+  if (!r) return false;
+  model = r;
+  replay(r.state);
+  $('restore-text').textContent = `Your last run (${r.state.preset}, ${r.state.corpus.name || 'no corpus'}) was autosaved at step ${r.info.step} of ${r.state.settings.steps}.`;
+  $('restore-banner').hidden = false;
+  if (r.state.corpus.name) {
+    corpusReady = true;
+    corpusBytes = null;
+    $('corpus-info').textContent = `${r.state.corpus.name}: ${r.state.corpus.bytes.toLocaleString()} bytes (restored).`;
+  }
+  document.body.dataset['restored'] = String(r.info.step);
+  status(`Restored the autosaved run at step ${r.info.step}.`, 'ok');
+  return corpusReady;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export async function startPlayground(): Promise<void> {
+  dash = new Dashboard({ loss: $('chart-loss'), speed: $('chart-speed'), lr: $('chart-lr'), norm: $('chart-norm') });
+  $<HTMLInputElement>('log-scale').addEventListener('change', (e) => dash.setLogScale((e.target as HTMLInputElement).checked));
+  for (const id of ['preset', 'steps', 'batch']) $(id).addEventListener('change', () => describePreset());
+  $('preset').addEventListener('change', () => {
+    $<HTMLInputElement>('batch').value = String(preset().batch);
+    void applyChoice();
+  });
+  // The visitor's backend choice survives a reload (and with it an autosaved run's backend).
+  const saved = localStorage.getItem('ptl.backend');
+  if (saved && [...$<HTMLSelectElement>('backend').options].some((o) => o.value === saved)) $<HTMLSelectElement>('backend').value = saved;
+  $('backend').addEventListener('change', () => {
+    localStorage.setItem('ptl.backend', $<HTMLSelectElement>('backend').value);
+    void applyChoice().catch((e) => status(String(e), 'error'));
+  });
+  for (const r of document.querySelectorAll<HTMLInputElement>('input[name="corpus"]')) r.addEventListener('change', () => void onCorpusSource());
+  $('corpus-file').addEventListener('change', () => void onUpload());
+  $('hf-load').addEventListener('click', () => void onHfLoad());
+  $('start').addEventListener('click', () => void runTraining(true));
+  $('resume').addEventListener('click', () => void runTraining(false));
+  $('restore-resume').addEventListener('click', () => {
+    $('restore-banner').hidden = true;
+    void runTraining(false);
+  });
+  $('restore-discard').addEventListener('click', () => {
+    $('restore-banner').hidden = true;
+    void session.call('clearAutosave', {});
+  });
+  $('pause').addEventListener('click', () => void session.abort());
+  $('stop').addEventListener('click', () => {
+    void session.abort().then(() => $<HTMLInputElement>('steps').value = String(model?.info.step ?? num('steps')));
+  });
+  $('generate').addEventListener('click', () => void generate());
+  $('gen-stop').addEventListener('click', () => void session.abort());
+  $('inspect').addEventListener('click', () => void inspect());
+  $('download').addEventListener('click', () => void download());
+  $('open-file').addEventListener('change', async () => {
+    const input = $<HTMLInputElement>('open-file');
+    const f = input.files?.[0];
+    if (f) await openCheckpoint(new Uint8Array(await f.arrayBuffer()), f.name);
+    input.value = '';
+  });
+  document.getElementById('load-pretrained')?.addEventListener('click', () => void loadPretrained());
+
+  try {
+    gpuAdapter = await detectGpu();
+    await applyChoice();
+    status(`Engine loaded. ${choice.reason}`);
+    if (!(await tryRestore())) await onCorpusSource();
+    refreshButtons();
+    const c = await session.call('calibrate', {});
+    gflops = c.gflops;
+    describePreset();
+    document.body.dataset['ready'] = 'true';
+  } catch (e) {
+    status(`The engine failed to load: ${e instanceof Error ? e.message : String(e)}`, 'error');
+  }
+}

@@ -1,0 +1,98 @@
+// The messages between the playground page and its training worker (session-worker.ts).
+//
+// The page sends {id, method, params}; the worker answers {id, ok, result | error} and, while a
+// call runs, events {id, event, data}. Calls run one at a time in order, except "abort", which
+// stops the running call at its next step or token (what was done is kept). Training, sampling
+// and inspection all happen in the worker, so the page never blocks.
+import type { BuildInfo, EngineInfo, EvalMetrics, StepMetrics, TrainConfig } from '../../../src/engine/engine.js';
+
+export type Backend = 'webgpu' | 'wasm';
+export type Variant = 'simd-threads' | 'simd' | 'scalar';
+
+export interface RunSettings {
+  steps: number; // total optimizer steps of the run (the schedule's length)
+  batch: number;
+  lr: number;
+  schedule: 'cosine' | 'constant';
+  seed: number;
+  evalEvery: number;
+  sampleEvery: number;
+  autosaveEvery: number; // 0 = never
+}
+
+export interface CorpusInfo {
+  name: string; // "TinyShakespeare", a file name, or "hf:dataset/config/split:column"
+  bytes: number;
+}
+
+export interface EvalPoint extends EvalMetrics {
+  step: number;
+}
+export interface SamplePoint {
+  step: number;
+  text: string;
+}
+
+/** Everything needed to resume a run: kept by the worker, autosaved to OPFS with the checkpoint. */
+export interface RunState {
+  settings: RunSettings;
+  preset: string;
+  backend: Backend;
+  corpus: CorpusInfo;
+  steps: StepMetrics[];
+  evals: EvalPoint[];
+  samples: SamplePoint[];
+  savedAt?: string;
+}
+
+export interface ModelSummary {
+  info: EngineInfo;
+  backend: Backend;
+  build: BuildInfo;
+  adapter?: string; // the WebGPU adapter, when training there
+}
+
+export interface InspectResult {
+  tokens: number[];
+  top: { byte: number; prob: number }[];
+  layers: number;
+  heads: number;
+  T: number;
+  /** attention[layer][head]: T*T row-major probabilities (row = query position). */
+  attention: Float32Array[][];
+}
+
+export interface Methods {
+  load: { params: { variant: Variant; threads: number }; result: BuildInfo };
+  create: { params: { preset: string; settings: RunSettings }; result: ModelSummary };
+  open: { params: { bytes: Uint8Array; name: string }; result: ModelSummary & { state: RunState | null } };
+  setCorpus: { params: { bytes: Uint8Array; info: CorpusInfo }; result: { train_bytes: number; val_bytes: number } };
+  setBackend: { params: { backend: Backend }; result: ModelSummary };
+  train: { params: { settings: RunSettings }; result: { step: number; reason: 'done' | 'aborted' } };
+  generate: {
+    params: { prompt: string; maxTokens: number; temperature: number; topK: number; topP: number; seed: number };
+    result: { text: string; tokens: number; seconds: number; firstTokenSeconds: number };
+  };
+  inspect: { params: { prompt: string }; result: InspectResult };
+  exportCheckpoint: { params: { optimizer: boolean }; result: Uint8Array };
+  restore: { params: Record<string, never>; result: (ModelSummary & { state: RunState }) | null };
+  clearAutosave: { params: Record<string, never>; result: null };
+  calibrate: { params: Record<string, never>; result: { gflops: number } };
+  abort: { params: Record<string, never>; result: null };
+}
+export type Method = keyof Methods;
+
+export type WorkerEvent =
+  | { event: 'step'; data: StepMetrics }
+  | { event: 'eval'; data: EvalPoint }
+  | { event: 'sample'; data: SamplePoint }
+  | { event: 'autosave'; data: { step: number; bytes: number } }
+  | { event: 'token'; data: { text: string } }
+  | { event: 'log'; data: { message: string } };
+
+export type Reply =
+  | { id: number; ok: true; result: unknown }
+  | { id: number; ok: false; error: { name: string; message: string } }
+  | ({ id: number } & WorkerEvent);
+
+export type { BuildInfo, EngineInfo, EvalMetrics, StepMetrics, TrainConfig };

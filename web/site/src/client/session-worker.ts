@@ -1,0 +1,369 @@
+// The playground's training worker: one model, trained on WebAssembly (the C++ engine) or on
+// WebGPU (the engine's program run by the WGSL executor), sampled, inspected, saved.
+//
+// The engine is always here: it owns the model's definition, its seeded initialisation, the data
+// loader and the LR schedule. On WebGPU it hands over its train program and weights, then
+// supplies every batch and learning rate (so a WebGPU run sees exactly the batches a CPU run
+// would); the GPU's weights come back into the engine (`syncFromGpu`) before anything that reads
+// them on the CPU: validation, samples, inspection, saving.
+//
+// A classic worker (astro.config.mjs sets Vite's worker format to iife), because the engine's
+// loader uses importScripts.
+import { Engine, EngineError, LoadedModule, loadModule } from '../../../src/engine/engine.js';
+import { WebGPUBackend, WebGPUTrainer, decodeSafeTensors, encodeSafeTensors } from '../../../webgpu/src/index.js';
+import type { Executor } from '../../../webgpu/src/executor.js';
+import type { Backend, InspectResult, Method, Methods, ModelSummary, Reply, RunSettings, RunState, WorkerEvent } from './protocol.js';
+import { kernelSource } from './kernels.js';
+import * as autosave from './autosave.js';
+
+const scope = self as unknown as DedicatedWorkerGlobalScope;
+const base = new URL(import.meta.env.BASE_URL, scope.location.href);
+
+let module: LoadedModule | null = null;
+let engine: Engine | null = null;
+let backend: Backend = 'wasm';
+let corpus: { bytes: Uint8Array; info: RunState['corpus'] } | null = null;
+let corpusSaved = false;
+let state: RunState | null = null;
+let gpu: { be: WebGPUBackend; exec: Executor; trainer: WebGPUTrainer; adapter: string; batch: number; dirty: boolean } | null = null;
+let abort: AbortController | null = null;
+
+const needEngine = (): Engine => {
+  if (!engine) throw new EngineError('no model yet: create one or open a checkpoint', 'worker');
+  return engine;
+};
+const needModule = (): LoadedModule => {
+  if (!module) throw new EngineError('the engine is not loaded', 'worker');
+  return module;
+};
+const yieldNow = () => new Promise<void>((r) => setTimeout(r, 0));
+
+async function summary(): Promise<ModelSummary> {
+  const e = needEngine();
+  return { info: await e.info(), backend, build: e.build, ...(gpu ? { adapter: gpu.adapter } : {}) };
+}
+
+function replaceEngine(next: Engine): void {
+  dropGpu();
+  engine?.dispose();
+  engine = next;
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebGPU
+
+function dropGpu(): void {
+  if (!gpu) return;
+  gpu.exec.destroy();
+  gpu.be.destroy();
+  gpu.be.device.destroy();
+  gpu = null;
+}
+
+/** Puts the engine's current weights (and AdamW moments) on the GPU with its train program. */
+async function startGpu(onLoss: (loss: number, gradNorm: number, step: number) => void): Promise<void> {
+  const e = needEngine();
+  const info = await e.info();
+  if (gpu && gpu.batch === info.train.batch) return;
+  dropGpu();
+  const nav = scope.navigator as Navigator & { gpu?: GPU };
+  if (!nav.gpu) throw new EngineError('WebGPU is not available in this browser', 'webgpu');
+  const adapter = await nav.gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) throw new EngineError('no WebGPU adapter: the browser offers WebGPU but found no usable GPU', 'webgpu');
+  const device = await adapter.requestDevice({ requiredLimits: WebGPUBackend.requiredLimits(adapter) });
+  const be = new WebGPUBackend(device, kernelSource());
+  const ckpt = decodeSafeTensors(await e.exportCheckpoint({ optimizer: true }), 'engine state');
+  be.loadWeights(ckpt.tensors);
+  const exec = await be.load(JSON.stringify(await e.exportProgram('train')));
+  const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss: (r) => onLoss(r.loss, r.gradNorm, r.step) }, info.step);
+  const a = adapter.info;
+  gpu = { be, exec, trainer, batch: info.train.batch, adapter: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'WebGPU adapter', dirty: false };
+}
+
+/**
+ * Brings the GPU's weights and moments back into the engine. The engine's own checkpoint
+ * supplies the metadata (its data-loader state already reflects every batch it handed out),
+ * with the step and token count of the GPU run.
+ */
+async function syncFromGpu(): Promise<void> {
+  if (!gpu || !gpu.dirty) return;
+  const e = needEngine();
+  await gpu.trainer.flush();
+  const cur = decodeSafeTensors(await e.exportCheckpoint({ optimizer: true }), 'engine state');
+  const missing = cur.tensors.find((t) => !gpu!.be.store.has(t.name));
+  if (missing) throw new EngineError(`tensor '${missing.name}' is not on the GPU`, 'webgpu');
+  const data = await gpu.be.read(cur.tensors.map((t) => gpu!.be.store.get(t.name)!));
+  const stateMeta = JSON.parse(cur.metadata['train_state'] ?? '{}') as Record<string, unknown>;
+  stateMeta['step'] = gpu.trainer.step;
+  cur.metadata['train_state'] = JSON.stringify(stateMeta);
+  const bytes = encodeSafeTensors({ metadata: cur.metadata, tensors: cur.tensors.map((t) => ({ ...t, data: data.get(t.name)! })) });
+  await e.importCheckpoint(bytes, 'WebGPU state');
+  gpu.dirty = false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training
+
+async function train(id: number, settings: RunSettings, signal: AbortSignal): Promise<Methods['train']['result']> {
+  const e = needEngine();
+  if (!corpus) throw new EngineError('no corpus: choose TinyShakespeare, upload a .txt or load a dataset', 'worker');
+  if (!state) throw new EngineError('no run: create a model first', 'worker');
+  state.settings = { ...state.settings, steps: settings.steps, lr: settings.lr, schedule: settings.schedule, evalEvery: settings.evalEvery, sampleEvery: settings.sampleEvery, autosaveEvery: settings.autosaveEvery };
+  await e.updateTrainConfig({ steps: settings.steps, lr: settings.lr, schedule: settings.schedule });
+  const s = state.settings;
+  const emit = (ev: WorkerEvent) => post({ id, ...ev } as Reply);
+  let step = (await e.info()).step;
+  const startElapsed = state.steps.at(-1)?.elapsed_s ?? 0;
+  const t0 = performance.now();
+  const lrs = new Map<number, number>(); // GPU steps in flight -> their learning rate
+
+  if (backend === 'webgpu') {
+    let last = performance.now();
+    await startGpu((loss, gradNorm, at) => {
+      const now = performance.now();
+      const seconds = (now - last) / 1000;
+      last = now;
+      const tokens = gpu!.trainer.exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
+      const m = { step: at, loss, lr: lrs.get(at) ?? 0, grad_norm: gradNorm, tokens, seconds, tokens_per_s: seconds > 0 ? tokens / seconds : 0, elapsed_s: startElapsed + (now - t0) / 1000 };
+      lrs.delete(at);
+      state!.steps.push(m);
+      emit({ event: 'step', data: m });
+    });
+  }
+
+  while (step < s.steps && !signal.aborted) {
+    if (backend === 'webgpu') {
+      const g = gpu!;
+      const b = await e.nextBatch();
+      lrs.set(g.trainer.step + 1, b.lr);
+      g.trainer.trainStep(b.tokens, b.targets, b.lr);
+      g.dirty = true;
+      step = g.trainer.step;
+      // Keep at most a few steps in flight: the losses arrive in order, and a deep queue would
+      // make "pause" lag behind the button.
+      if (step % 4 === 0) await g.trainer.flush();
+    } else {
+      const [m] = await e.train(1);
+      if (m) {
+        m.elapsed_s = startElapsed + (performance.now() - t0) / 1000;
+        state.steps.push(m);
+        emit({ event: 'step', data: m });
+        step = m.step;
+      }
+    }
+    const last = step === s.steps;
+    if ((s.evalEvery > 0 && step % s.evalEvery === 0) || last) {
+      await syncFromGpu();
+      const v = await e.validationLoss();
+      const point = { step, ...v };
+      state.evals.push(point);
+      emit({ event: 'eval', data: point });
+    }
+    if ((s.sampleEvery > 0 && step % s.sampleEvery === 0) || last) {
+      await syncFromGpu();
+      const r = await e.generate('\n', { maxTokens: 160, temperature: 0.8, topK: 40, seed: step });
+      const point = { step, text: r.text };
+      state.samples.push(point);
+      emit({ event: 'sample', data: point });
+    }
+    if (s.autosaveEvery > 0 && (step % s.autosaveEvery === 0 || last)) {
+      const bytes = await save();
+      emit({ event: 'autosave', data: { step, bytes } });
+    }
+    await yieldNow(); // lets an "abort" message in
+  }
+  await syncFromGpu();
+  return { step, reason: signal.aborted ? 'aborted' : 'done' };
+}
+
+/** Autosave to the origin-private file system: checkpoint with moments, run state, corpus. */
+async function save(): Promise<number> {
+  await syncFromGpu();
+  const ckpt = await needEngine().exportCheckpoint({ optimizer: true });
+  if (!corpusSaved && corpus) {
+    await autosave.write('autosave-corpus.bin', corpus.bytes);
+    corpusSaved = true;
+  }
+  state!.savedAt = new Date().toISOString();
+  // The checkpoint first, the state that points at it last: a crash in between leaves the
+  // previous pair's state describing a checkpoint that is at least as new.
+  await autosave.write('autosave.tinygpt', ckpt);
+  await autosave.write('autosave.json', new TextEncoder().encode(JSON.stringify({ variant: module?.build.variant, state })));
+  return ckpt.byteLength;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rest of the methods
+
+async function handle(id: number, method: Method, params: unknown, signal: AbortSignal): Promise<unknown> {
+  switch (method) {
+    case 'load': {
+      const p = params as Methods['load']['params'];
+      if (module) return module.build;
+      module = await loadModule({ variant: p.variant, buildDir: new URL('wasm/', base).href, poolSize: p.threads });
+      return module.build;
+    }
+    case 'create': {
+      const p = params as Methods['create']['params'];
+      const s = p.settings;
+      const next = await Engine.create(
+        { preset: p.preset, train: { batch: s.batch, steps: s.steps, lr: s.lr, schedule: s.schedule, seed: s.seed } },
+        needModule(),
+      );
+      replaceEngine(next);
+      if (corpus) await next.setCorpus(corpus.bytes);
+      state = { settings: { ...s }, preset: p.preset, backend, corpus: corpus?.info ?? { name: '', bytes: 0 }, steps: [], evals: [], samples: [] };
+      return summary();
+    }
+    case 'open': {
+      const p = params as Methods['open']['params'];
+      // Validate by loading into a fresh engine: a bad file leaves the current model untouched.
+      const next = await Engine.fromCheckpoint(p.bytes, needModule(), p.name);
+      replaceEngine(next);
+      if (corpus) await next.setCorpus(corpus.bytes);
+      const info = await next.info();
+      state = {
+        settings: { steps: Math.max(info.train.steps, info.step), batch: info.train.batch, lr: info.train.lr, schedule: info.train.schedule, seed: info.train.seed, evalEvery: 50, sampleEvery: 100, autosaveEvery: 50 },
+        preset: 'custom', backend, corpus: corpus?.info ?? { name: '', bytes: 0 }, steps: [], evals: [], samples: [],
+      };
+      return { ...(await summary()), state };
+    }
+    case 'setCorpus': {
+      const p = params as Methods['setCorpus']['params'];
+      if (engine) await engine.setCorpus(p.bytes);
+      corpus = { bytes: p.bytes, info: p.info };
+      corpusSaved = false;
+      if (state) state.corpus = p.info;
+      const info = engine ? await engine.info() : null;
+      return info?.corpus ?? { train_bytes: Math.floor(p.bytes.length * 0.9), val_bytes: p.bytes.length - Math.floor(p.bytes.length * 0.9) };
+    }
+    case 'setBackend': {
+      const p = params as Methods['setBackend']['params'];
+      if (p.backend !== backend) {
+        await syncFromGpu();
+        dropGpu();
+        backend = p.backend;
+        if (state) state.backend = backend;
+      }
+      return summary();
+    }
+    case 'train':
+      return train(id, (params as Methods['train']['params']).settings, signal);
+    case 'generate': {
+      const p = params as Methods['generate']['params'];
+      await syncFromGpu();
+      const decoder = new TextDecoder('utf-8');
+      const t0 = performance.now();
+      let first = 0;
+      let n = 0;
+      const r = await needEngine().generate(p.prompt, {
+        maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, topP: p.topP, seed: p.seed, mode: 'polling', signal,
+        onToken: (tok) => {
+          if (n++ === 0) first = performance.now() - t0;
+          const text = decoder.decode(Uint8Array.of(tok), { stream: true });
+          if (text) post({ id, event: 'token', data: { text } });
+        },
+      }).catch((err: unknown) => {
+        if (signal.aborted) return null;
+        throw err;
+      });
+      const tail = decoder.decode();
+      if (tail) post({ id, event: 'token', data: { text: tail } });
+      return { text: r?.text ?? '', tokens: n, seconds: (performance.now() - t0) / 1000, firstTokenSeconds: first / 1000 };
+    }
+    case 'inspect': {
+      const p = params as Methods['inspect']['params'];
+      await syncFromGpu();
+      return inspect(p.prompt);
+    }
+    case 'exportCheckpoint': {
+      await syncFromGpu();
+      return needEngine().exportCheckpoint({ optimizer: (params as Methods['exportCheckpoint']['params']).optimizer });
+    }
+    case 'restore': {
+      const saved = await autosave.read('autosave.json');
+      const ckpt = await autosave.read('autosave.tinygpt');
+      if (!saved || !ckpt) return null;
+      const { state: st } = JSON.parse(new TextDecoder().decode(saved)) as { state: RunState };
+      const next = await Engine.fromCheckpoint(ckpt, needModule(), 'autosave.tinygpt');
+      replaceEngine(next);
+      const c = await autosave.read('autosave-corpus.bin');
+      if (c) {
+        corpus = { bytes: c, info: st.corpus };
+        corpusSaved = true;
+        await next.setCorpus(c);
+      }
+      state = st;
+      // The checkpoint may be newer or older than the last metrics we wrote: keep what it holds.
+      const step = (await next.info()).step;
+      st.steps = st.steps.filter((m) => m.step <= step);
+      st.evals = st.evals.filter((m) => m.step <= step);
+      st.samples = st.samples.filter((m) => m.step <= step);
+      backend = st.backend;
+      return { ...(await summary()), state: st };
+    }
+    case 'clearAutosave':
+      await autosave.clear();
+      return null;
+    case 'calibrate':
+      return calibrate();
+    default:
+      throw new EngineError(`unknown method '${String(method)}'`, 'worker');
+  }
+}
+
+async function inspect(prompt: string): Promise<InspectResult> {
+  const r = await needEngine().inspect(prompt, { topK: 10 });
+  return { tokens: [...r.tokens], top: r.top, layers: r.layers, heads: r.heads, T: r.T, attention: r.maps };
+}
+
+/**
+ * The WebAssembly engine's speed on this machine, for the preset picker's time estimates: a few
+ * steps of Tiny on a throwaway model, in GFLOP/s (6 x parameters x tokens, plus attention).
+ */
+async function calibrate(): Promise<{ gflops: number }> {
+  const m = needModule();
+  const e = await Engine.create({ preset: 'small', train: { batch: 8, steps: 4, seed: 1 } }, m);
+  try {
+    const text = new Uint8Array(8192);
+    for (let i = 0; i < text.length; i++) text[i] = 97 + ((i * 7919) % 26);
+    await e.setCorpus(text);
+    const info = await e.info();
+    await e.train(1); // first step allocates
+    const t0 = performance.now();
+    await e.train(3);
+    const seconds = (performance.now() - t0) / 1000;
+    const { n_layers: L, d_model: d, ctx: T } = info.model;
+    const tokens = info.train.batch * T;
+    const flops = 3 * tokens * (6 * info.param_count + 12 * L * T * d);
+    return { gflops: flops / seconds / 1e9 };
+  } finally {
+    e.dispose();
+  }
+}
+
+function post(msg: Reply, transfer: Transferable[] = []): void {
+  scope.postMessage(msg, transfer);
+}
+
+let queue: Promise<void> = Promise.resolve();
+scope.addEventListener('message', (ev: MessageEvent) => {
+  const { id, method, params } = ev.data as { id: number; method: Method; params: unknown };
+  if (method === 'abort') {
+    abort?.abort();
+    post({ id, ok: true, result: null });
+    return;
+  }
+  queue = queue.then(async () => {
+    abort = new AbortController();
+    try {
+      const result = await handle(id, method, params, abort.signal);
+      post({ id, ok: true, result }, result instanceof Uint8Array ? [result.buffer] : []);
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e);
+      post({ id, ok: false, error: { name: e instanceof Error ? e.name : 'Error', message } });
+    } finally {
+      abort = null;
+    }
+  });
+});

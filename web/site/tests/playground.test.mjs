@@ -1,0 +1,191 @@
+// The playground in headless Chromium (SwiftShader for WebGPU), served with COOP/COEP:
+// training on WebAssembly and on WebGPU, samples, download and reopen, a corrupt file, resuming
+// after a reload from the OPFS autosave, the pretrained banner, and the page without isolation.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { DIST, OUT, losses, openSite, ptl, shoot, shootBoth, waitIdleAt, waitReady } from './helpers.mjs';
+
+const openDetails = (page) => page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));
+
+async function train(page, { steps, backend, evalEvery = 10, sampleEvery = steps, autosaveEvery = 10 }) {
+  await openDetails(page);
+  await page.selectOption('#backend', backend);
+  await page.selectOption('#preset', 'tiny');
+  await page.fill('#steps', String(steps));
+  await page.fill('#eval-every', String(evalEvery));
+  await page.fill('#sample-every', String(sampleEvery));
+  await page.fill('#autosave-every', String(autosaveEvery));
+  await page.click('#start');
+  await waitIdleAt(page, steps);
+}
+
+function assertLearned(ls, steps, what) {
+  assert.equal(ls.length, steps, `${what}: one loss per step`);
+  assert.ok(ls.every(Number.isFinite), `${what}: finite losses`);
+  const head = ls.slice(0, 3).reduce((a, b) => a + b) / 3;
+  const tail = ls.slice(-3).reduce((a, b) => a + b) / 3;
+  assert.ok(head > 5.3 && head < 5.8, `${what}: the first losses start near ln 256 (got ${head})`);
+  assert.ok(tail < head - 0.3, `${what}: the loss falls (first ${head.toFixed(3)}, last ${tail.toFixed(3)})`);
+}
+
+test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; download, reopen, corrupt file', async () => {
+  const s = await openSite({ ignore: [/not a safetensors|Could not open|header length/i] });
+  const { page } = s;
+  try {
+    await waitReady(page);
+    await shootBoth(page, 'playground-loaded');
+    await train(page, { steps: 30, backend: 'wasm-threads' });
+    assert.equal(await page.evaluate(() => document.body.dataset.backend), 'wasm');
+    assert.equal(await page.evaluate(() => document.body.dataset.variant), 'simd-threads');
+    assertLearned(await losses(page), 30, 'WebAssembly');
+    assert.match(await page.textContent('#status'), /Finished 30 steps/);
+    assert.ok((await page.locator('#samples li').count()) >= 1, 'a sample appears');
+    assert.ok((await page.textContent('#samples pre')).length > 20, 'the sample has text');
+    assert.match(await page.textContent('#s-val'), /^\d+\.\d+$/, 'validation loss shown');
+    await shootBoth(page, 'playground-trained-wasm');
+
+    // Sampling streams and reports its speed.
+    await page.fill('#length', '60');
+    await page.click('#generate');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready' && document.getElementById('gen-stats').textContent.includes('tokens/s'));
+    assert.ok((await page.textContent('#gen-out')).startsWith('ROMEO:'));
+    assert.match(await page.textContent('#gen-stats'), /^60 bytes in .* first token after \d+ ms/);
+
+    // Watch the model think: top-10 and one attention map per head and layer.
+    await page.click('#inspect');
+    await page.waitForFunction(() => !document.getElementById('inspect-out').hidden);
+    assert.equal(await page.locator('#top10 .bar').count(), 10);
+    assert.equal(await page.locator('#attention canvas').count(), 2 * 3, 'Tiny: 2 layers x 3 heads');
+    await shootBoth(page, 'playground-inspect');
+
+    // Download: native ptl reads it, at step 30.
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
+    const file = path.join(OUT, 'downloaded.tinygpt');
+    await download.saveAs(file);
+    const info = JSON.parse(ptl(['info', file, '--json']));
+    assert.equal(info.train_state?.step ?? info.step, 30, 'ptl info: step 30');
+    // ... and the page opens it again.
+    await page.setInputFiles('#open-file', file);
+    await page.waitForFunction(() => document.body.dataset.opened === 'downloaded.tinygpt');
+    assert.match(await page.textContent('#status'), /Opened downloaded\.tinygpt: .* step 30/);
+
+    // A corrupt file: a clear error, and the current model is still there.
+    await page.setInputFiles('#open-file', { name: 'broken.tinygpt', mimeType: 'application/octet-stream', buffer: Buffer.from('this is not a checkpoint at all, just text') });
+    await page.waitForFunction(() => document.getElementById('status').textContent.includes('broken.tinygpt'));
+    const err = await page.textContent('#status');
+    assert.match(err, /Could not open broken\.tinygpt: .+\. The current model is unchanged/);
+    assert.equal(await page.getAttribute('#status', 'class'), 'status error');
+    await shoot(page, 'playground-corrupt-file-1440');
+    await page.fill('#length', '10');
+    await page.click('#generate');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready' && document.getElementById('gen-stats').textContent.startsWith('10 bytes'));
+    s.assertNoErrors('the playground (WebAssembly)');
+  } finally {
+    await s.close();
+  }
+});
+
+test('WebGPU (SwiftShader): auto picks WebGPU; Tiny trains 30 steps, the loss falls, a sample appears', async () => {
+  const s = await openSite();
+  const { page } = s;
+  try {
+    await waitReady(page);
+    await train(page, { steps: 30, backend: 'auto' });
+    assert.equal(await page.evaluate(() => document.body.dataset.backend), 'webgpu');
+    assert.match(await page.textContent('#backend-info'), /WebGPU/);
+    assertLearned(await losses(page), 30, 'WebGPU');
+    assert.ok((await page.locator('#samples li').count()) >= 1, 'a sample appears');
+    assert.match(await page.textContent('#status'), /Finished 30 steps/);
+    await shootBoth(page, 'playground-trained-webgpu');
+    s.assertNoErrors('the playground (WebGPU)');
+  } finally {
+    await s.close();
+  }
+});
+
+test('reload mid-run: the autosaved run comes back from OPFS and resumes where it stopped', async () => {
+  const s = await openSite();
+  const { page } = s;
+  try {
+    await waitReady(page);
+    await page.selectOption('#backend', 'wasm-threads');
+    await page.selectOption('#preset', 'tiny');
+    await page.fill('#steps', '400');
+    await openDetails(page);
+    await page.fill('#autosave-every', '10');
+    await page.fill('#eval-every', '50');
+    await page.fill('#sample-every', '0');
+    await page.click('#start');
+    await page.waitForFunction(() => Number(document.body.dataset.autosaved ?? 0) >= 20);
+    await page.reload();
+    await waitReady(page);
+    const restored = Number(await page.evaluate(() => document.body.dataset.restored));
+    assert.ok(restored >= 20, `restored at step ${restored}`);
+    assert.ok(await page.isVisible('#restore-banner'));
+    assert.match(await page.textContent('#restore-text'), new RegExp(`autosaved at step ${restored} of 400`));
+    assert.equal((await losses(page)).length, restored, 'the restored run keeps its loss curve');
+    await shootBoth(page, 'playground-restored');
+    await page.click('#restore-resume');
+    await page.waitForFunction((r) => Number(document.body.dataset.step ?? 0) >= r + 5, restored);
+    await page.click('#pause');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready');
+    const ls = await losses(page);
+    assert.ok(ls.length >= restored + 5, 'training continued after the restored step');
+    assert.match(await page.textContent('#status'), /Paused at step \d+/);
+    await page.click('#resume');
+    await page.waitForFunction(() => document.body.dataset.state === 'training');
+    await page.click('#stop');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready');
+    s.assertNoErrors('the playground (restore)');
+  } finally {
+    await s.close();
+  }
+});
+
+test('without cross-origin isolation: single-thread WebAssembly, and the page says why', async () => {
+  const s = await openSite({ isolated: false });
+  const { page } = s;
+  try {
+    await waitReady(page);
+    await page.selectOption('#backend', 'wasm-threads');
+    await page.waitForFunction(() => document.body.dataset.variant === 'simd');
+    assert.match(await page.textContent('#backend-info'), /not cross-origin isolated/);
+    await train(page, { steps: 5, backend: 'wasm-threads', evalEvery: 5, sampleEvery: 0, autosaveEvery: 0 });
+    assert.equal((await losses(page)).length, 5);
+    await shoot(page, 'playground-not-isolated-1440');
+    s.assertNoErrors('the playground without isolation');
+  } finally {
+    await s.close();
+  }
+});
+
+test('pretrained model: the banner loads the published model, which generates', async (t) => {
+  const s = await openSite();
+  const { page } = s;
+  try {
+    await waitReady(page);
+    if (!(await page.isVisible('#pretrained-banner'))) {
+      t.skip('the site was built without a pretrained model (web/site/tests/run.sh builds one in)');
+      return;
+    }
+    await page.click('#load-pretrained');
+    await page.waitForFunction(() => document.body.dataset.opened === 'the pretrained model');
+    assert.match(await page.textContent('#status'), /Opened the pretrained model: .* step \d+/);
+    await page.fill('#length', '40');
+    await page.click('#generate');
+    await page.waitForFunction(() => document.getElementById('gen-stats').textContent.startsWith('40 bytes'));
+    await shootBoth(page, 'playground-pretrained');
+    s.assertNoErrors('the playground (pretrained)');
+  } finally {
+    await s.close();
+  }
+});
+
+test('the built site has the _headers file for static hosts', () => {
+  const h = fs.readFileSync(path.join(DIST, '_headers'), 'utf8');
+  assert.match(h, /Cross-Origin-Opener-Policy: same-origin/);
+  assert.match(h, /Cross-Origin-Embedder-Policy: require-corp/);
+});
