@@ -549,4 +549,92 @@ EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_run_program(const char* program_json, co
   }, (const uint8_t*)nullptr);
 }
 
+// ---- Post-training: LoRA adapters and SFT (docs/post-training.md) ------------------------------
+
+// Starts fine-tuning the current weights: a fresh step count, schedule and optimizer moments, as
+// `ptl lora train` / `ptl sft` do. {"steps", "lr", "schedule", "batch", "seed", "warmup",
+// "lora": {"rank", "alpha", "targets": [...]} | null}; with "lora" the base is frozen and only
+// the adapters train. Every field is optional except "steps".
+EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
+  return guarded([&] {
+    Session& s = session(h);
+    json j = json::parse(config_json ? config_json : "{}");
+    only_keys(j, json{{"steps", 0}, {"lr", 0}, {"schedule", 0}, {"batch", 0}, {"seed", 0}, {"warmup", 0}, {"lora", 0}},
+              "fine-tune config");
+    ptl::check(j.contains("steps"), "fine-tune config: give \"steps\"");
+    ptl::TrainConfig tc = s.trainer->train_config();  // the base run's optimizer settings, then ours
+    tc.steps = j.at("steps").get<int64_t>();
+    tc.lr = j.value("lr", 1e-3);
+    if (j.contains("schedule")) tc.schedule = j.at("schedule").get<std::string>();
+    if (j.contains("batch")) tc.batch = j.at("batch").get<int>();
+    if (j.contains("seed")) tc.seed = j.at("seed").get<uint64_t>();
+    tc.warmup = j.value("warmup", int64_t(0));
+    tc.sample_every = 0;
+    tc.validate();
+    s.gen.reset();
+    ptl::LoraConfig lora;
+    const bool with_lora = j.contains("lora") && !j.at("lora").is_null();
+    if (with_lora) lora = ptl::lora_from_json(j.at("lora"));  // validate before changing anything
+    s.trainer->start_finetune(tc);
+    if (with_lora) s.trainer->enable_lora(lora, tc.seed);
+    reserve_heap(*s.trainer);
+    return 0;
+  }, -1);
+}
+
+// SFT examples (JSONL of {"prompt", "response"} or {"messages": [...]}) replace the corpus: the
+// loss counts only the response bytes. Errors name the line.
+EMSCRIPTEN_KEEPALIVE int ptl_set_sft_data(int h, const uint8_t* bytes, double n, const char* name) {
+  return guarded([&] {
+    Session& s = session(h);
+    const std::string what = name && *name ? name : "sft data";
+    auto examples = ptl::parse_sft_jsonl(bytes_arg(bytes, n), what);
+    s.trainer->set_sft_data(std::make_unique<ptl::SftData>(examples, s.trainer->model_config().ctx, 0.1, what));
+    return 0;
+  }, -1);
+}
+
+// The adapters as an adapter file (safetensors, format "tinygpt-lora"); ptl_result_size() bytes.
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_export_adapter(int h) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::check(s.trainer->lora_enabled(), "this model has no LoRA adapters to export");
+    g_bytes = s.trainer->save_adapter();
+    return (const uint8_t*)g_bytes.data();
+  }, (const uint8_t*)nullptr);
+}
+
+// Adapters trained on this model's base (checked: same config and base checkpoint); replaces any
+// adapters present. On error nothing changes.
+EMSCRIPTEN_KEEPALIVE int ptl_load_adapter(int h, const uint8_t* bytes, double n, const char* name) {
+  return guarded([&] {
+    Session& s = session(h);
+    const std::string b = bytes_arg(bytes, n);
+    s.gen.reset();
+    s.trainer->load_adapter(std::vector<uint8_t>(b.begin(), b.end()), name && *name ? name : "adapter");
+    reserve_heap(*s.trainer);
+    return 0;
+  }, -1);
+}
+
+// {"enabled", "rank", "alpha", "targets", "trainable_params", "base_sha256"}
+EMSCRIPTEN_KEEPALIVE const char* ptl_lora_info(int h) {
+  return guarded([&] {
+    Session& s = session(h);
+    const ptl::LoraConfig& c = s.trainer->lora_config();
+    int64_t trainable = 0;
+    if (c.enabled())
+      for (const auto& t : ptl::adapter_tensors(s.trainer->model_config(), c)) {
+        int64_t k = 1;
+        for (auto d : t.shape) k *= d;
+        trainable += k;
+      }
+    json j = {{"enabled", c.enabled()}, {"rank", c.rank}, {"alpha", c.alpha},
+              {"targets", std::vector<std::string>(c.targets.begin(), c.targets.end())},
+              {"trainable_params", trainable}, {"base_sha256", s.trainer->base_sha256()}};
+    g_text = j.dump();
+    return g_text.c_str();
+  }, (const char*)nullptr);
+}
+
 }  // extern "C"

@@ -136,6 +136,31 @@ export interface GenerateResult {
 
 export type ProgramName = "train" | "eval" | "forward" | "generate" | "inspect";
 
+/** LoRA adapters: rank r, scale alpha / r, on any of q, k, v, o, fc_in, fc_out. */
+export interface LoraOptions {
+  rank: number;
+  alpha: number;
+  targets: string[];
+}
+
+/** Fine-tuning from the current weights (Engine.startFinetune): a fresh schedule and moments. */
+export interface FinetuneOptions {
+  steps: number;
+  lr?: number;
+  schedule?: "cosine" | "constant";
+  batch?: number;
+  seed?: number;
+  warmup?: number;
+  /** Train LoRA adapters on a frozen base; without it every weight trains. */
+  lora?: LoraOptions | null;
+}
+
+export interface LoraInfo extends LoraOptions {
+  enabled: boolean;
+  trainable_params: number;
+  base_sha256: string;
+}
+
 /** The batch of the next training step, for an executor outside the engine (Engine.nextBatch). */
 export interface NextBatch {
   /** Input bytes, [batch, seq] row-major. */
@@ -218,6 +243,11 @@ export interface PtlModule {
   _ptl_lr_at(h: number, step: number): number;
   _ptl_inspect(h: number, prompt: Ptr, n: number, topK: number): Ptr;
   _ptl_run_program(program: Ptr, inputs: Ptr, n: number): Ptr;
+  _ptl_start_finetune(h: number, config: Ptr): number;
+  _ptl_set_sft_data(h: number, bytes: Ptr, n: number, name: Ptr): number;
+  _ptl_export_adapter(h: number): Ptr;
+  _ptl_load_adapter(h: number, bytes: Ptr, n: number, name: Ptr): number;
+  _ptl_lora_info(h: number): Ptr;
 }
 
 /** The factory an Emscripten MODULARIZE build exports (createPtlEngine). */
@@ -682,6 +712,36 @@ export class Engine {
       maps.push(row);
     }
     return { tokens: Uint8Array.from(header.tokens), top: header.top, layers, heads, T, attention, maps };
+  }
+
+  /** Starts fine-tuning the current weights (as `ptl lora train` / `ptl sft`): step 0, new schedule. */
+  async startFinetune(options: FinetuneOptions): Promise<void> {
+    const h = this.h();
+    const rc = this.module.withString(JSON.stringify(options), (p) => this.m._ptl_start_finetune(h, p));
+    if (rc !== 0) this.module.fail("ptl_start_finetune");
+  }
+
+  /** SFT examples (JSONL: {"prompt","response"} or {"messages":[...]}) instead of the corpus. */
+  async setSftData(jsonl: Uint8Array | string, name = "sft data"): Promise<void> {
+    const h = this.h();
+    const rc = this.module.withString(name, (np) => this.module.withBytes(jsonl, (p, n) => this.m._ptl_set_sft_data(h, p, n, np)));
+    if (rc !== 0) this.module.fail("ptl_set_sft_data");
+  }
+
+  /** The LoRA adapters as an adapter file (`ptl sample --adapter` reads it). */
+  async exportAdapter(): Promise<Uint8Array> {
+    return this.module.bytes(this.m._ptl_export_adapter(this.h()), "ptl_export_adapter");
+  }
+
+  /** Adapters trained on this model's base; refused (nothing changes) for another base. */
+  async loadAdapter(bytes: Uint8Array, name = "adapter"): Promise<void> {
+    const h = this.h();
+    const rc = this.module.withString(name, (np) => this.module.withBytes(bytes, (p, n) => this.m._ptl_load_adapter(h, p, n, np)));
+    if (rc !== 0) this.module.fail("ptl_load_adapter");
+  }
+
+  async loraInfo(): Promise<LoraInfo> {
+    return this.module.json<LoraInfo>(this.m._ptl_lora_info(this.h()), "ptl_lora_info");
   }
 
   /** Frees the model; when this engine loaded its own module, stops the module's threads too. */

@@ -5,6 +5,7 @@ import { Dashboard } from './charts.js';
 import { HfError, loadHfDataset, tinyShakespeare } from './corpus.js';
 import type { Backend, InspectResult, ModelSummary, RunSettings, RunState, Variant } from './protocol.js';
 import { Session } from './session.js';
+import { wireFinetune } from './finetune.js';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
   const el = document.getElementById(id);
@@ -32,6 +33,7 @@ let running: 'training' | 'generating' | null = null;
 let runStartStep = 0;
 let runStartTime = 0;
 let dash: Dashboard;
+let finetune: { refresh: () => void } | null = null;
 // A read-only view of the run for tools and tests (the dashboard draws the same numbers).
 const hook = { losses: [] as number[], evals: [] as number[] };
 (window as unknown as { ptlRun: typeof hook }).ptlRun = hook;
@@ -226,6 +228,7 @@ function refreshButtons(): void {
   $<HTMLButtonElement>('inspect').disabled = !idle || model === null;
   for (const id of ['preset', 'backend', 'batch', 'seed']) $<HTMLInputElement>(id).disabled = !idle;
   document.body.dataset['state'] = running ?? (model ? 'ready' : 'empty');
+  finetune?.refresh();
 }
 
 function showStats(step: number, total: number, loss?: number, tps?: number): void {
@@ -522,6 +525,7 @@ export async function startPlayground(): Promise<void> {
   });
   document.getElementById('load-pretrained')?.addEventListener('click', () => void loadPretrained());
 
+  finetune = wireFinetune(() => session, () => model !== null && running === null);
   try {
     gpuAdapter = await detectGpu();
     await applyChoice();

@@ -62,6 +62,14 @@ export interface InspectResult {
   attention: Float32Array[][];
 }
 
+export interface FinetuneSummary {
+  step: number;
+  lora: { enabled: boolean; rank: number; alpha: number; targets: string[]; trainable_params: number };
+  base_params: number;
+  base_val_loss: number | null; // on the fine-tuning data's held-out part, before
+  tuned_val_loss: number | null; // and after
+}
+
 export interface Methods {
   load: { params: { variant: Variant; threads: number }; result: BuildInfo };
   create: { params: { preset: string; settings: RunSettings }; result: ModelSummary };
@@ -78,6 +86,24 @@ export interface Methods {
   restore: { params: Record<string, never>; result: (ModelSummary & { state: RunState }) | null };
   clearAutosave: { params: Record<string, never>; result: null };
   calibrate: { params: Record<string, never>; result: { gflops: number } };
+  ftStart: {
+    params: {
+      base: Uint8Array | null; // a checkpoint to start from; null = the current model
+      data: { bytes: Uint8Array; name: string; kind: 'text' | 'jsonl' };
+      steps: number;
+      lr: number;
+      lora: { rank: number; alpha: number; targets: string[] } | null; // null = every weight trains
+      seed: number;
+    };
+    result: FinetuneSummary;
+  };
+  ftCompare: {
+    params: { prompt: string; maxTokens: number; temperature: number; topK: number; seed: number };
+    result: { base: string; tuned: string };
+  };
+  ftExportAdapter: { params: Record<string, never>; result: Uint8Array };
+  ftExportModel: { params: Record<string, never>; result: Uint8Array };
+  ftLoadAdapter: { params: { bytes: Uint8Array; name: string }; result: FinetuneSummary };
   abort: { params: Record<string, never>; result: null };
 }
 export type Method = keyof Methods;
@@ -88,6 +114,7 @@ export type WorkerEvent =
   | { event: 'sample'; data: SamplePoint }
   | { event: 'autosave'; data: { step: number; bytes: number } }
   | { event: 'token'; data: { text: string } }
+  | { event: 'ftstep'; data: StepMetrics }
   | { event: 'log'; data: { message: string } };
 
 export type Reply =

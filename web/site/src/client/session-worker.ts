@@ -307,9 +307,86 @@ async function handle(id: number, method: Method, params: unknown, signal: Abort
       return null;
     case 'calibrate':
       return calibrate();
+    case 'ftStart':
+      return ftStart(id, params as Methods['ftStart']['params'], signal);
+    case 'ftCompare': {
+      const p = params as Methods['ftCompare']['params'];
+      if (!ft) throw new EngineError('fine-tune a model first (or load an adapter)', 'worker');
+      const opts = { maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, seed: p.seed };
+      const base = await ft.base.generate(p.prompt, opts);
+      const tuned = await ft.tuned.generate(p.prompt, opts);
+      return { base: base.text, tuned: tuned.text };
+    }
+    case 'ftExportAdapter':
+      if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
+      return ft.tuned.exportAdapter();
+    case 'ftExportModel':
+      if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
+      return ft.tuned.exportCheckpoint({ optimizer: false });
+    case 'ftLoadAdapter': {
+      const p = params as Methods['ftLoadAdapter']['params'];
+      // Onto the base the last fine-tuning started from (adapters name their base's sha256),
+      // else the current model. A refused adapter leaves the current pair as it was.
+      const baseBytes = ft?.baseBytes ?? (await currentWeights());
+      const tuned = await Engine.fromCheckpoint(baseBytes, needModule(), 'base.tinygpt');
+      try {
+        await tuned.loadAdapter(p.bytes, p.name);
+      } catch (e) {
+        tuned.dispose();
+        throw e;
+      }
+      const base = ft?.base ?? (await Engine.fromCheckpoint(baseBytes, needModule(), 'base.tinygpt'));
+      ft?.tuned.dispose();
+      ft = { base, tuned, baseBytes, data: ft?.data ?? null };
+      return ftSummary(null, null);
+    }
     default:
       throw new EngineError(`unknown method '${String(method)}'`, 'worker');
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fine-tuning: a base and its fine-tuned copy side by side, both from the same checkpoint bytes.
+
+let ft: { base: Engine; tuned: Engine; baseBytes: Uint8Array; data: Methods['ftStart']['params']['data'] | null } | null = null;
+
+async function currentWeights(): Promise<Uint8Array> {
+  await syncFromGpu();
+  return needEngine().exportCheckpoint({ optimizer: false });
+}
+
+async function ftSummary(before: number | null, after: number | null): Promise<Methods['ftStart']['result']> {
+  const lora = await ft!.tuned.loraInfo();
+  const info = await ft!.base.info();
+  return { step: (await ft!.tuned.info()).step, lora, base_params: info.param_count, base_val_loss: before, tuned_val_loss: after };
+}
+
+async function ftStart(id: number, p: Methods['ftStart']['params'], signal: AbortSignal): Promise<Methods['ftStart']['result']> {
+  const baseBytes = p.base ?? (await currentWeights());
+  const m = needModule();
+  const base = await Engine.fromCheckpoint(baseBytes, m, 'base.tinygpt');
+  const tuned = await Engine.fromCheckpoint(baseBytes, m, 'base.tinygpt');
+  try {
+    const feed = async (e: Engine) => (p.data.kind === 'jsonl' ? e.setSftData(p.data.bytes, p.data.name) : e.setCorpus(p.data.bytes));
+    await feed(tuned);
+    await feed(base);
+    await tuned.startFinetune({ steps: p.steps, lr: p.lr, schedule: 'cosine', seed: p.seed, lora: p.lora });
+  } catch (e) {
+    base.dispose();
+    tuned.dispose();
+    throw e;
+  }
+  ft?.base.dispose();
+  ft?.tuned.dispose();
+  ft = { base, tuned, baseBytes, data: p.data };
+  const before = (await base.validationLoss()).loss;
+  for (let s = 0; s < p.steps && !signal.aborted; s++) {
+    const [metrics] = await tuned.train(1);
+    if (metrics) post({ id, event: 'ftstep', data: metrics });
+    await yieldNow();
+  }
+  const after = (await tuned.validationLoss()).loss;
+  return ftSummary(before, after);
 }
 
 async function inspect(prompt: string): Promise<InspectResult> {

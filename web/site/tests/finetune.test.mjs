@@ -1,0 +1,85 @@
+// The Fine-tune panel: LoRA on the pretrained model with an uploaded text lowers the held-out
+// loss on that text; base and fine-tuned samples appear side by side; the adapter downloads,
+// native ptl reads it, and it loads back; an adapter for another base and a malformed JSONL line
+// are refused with clear errors.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { OUT, openSite, ptl, shootBoth, waitReady } from './helpers.mjs';
+
+// A corpus unlike Shakespeare: one repetitive, recognisable style.
+function styleText() {
+  const animals = ['cat', 'dog', 'fox', 'owl', 'hen', 'cow'];
+  const places = ['mat', 'log', 'box', 'hill', 'barn', 'pond'];
+  const lines = [];
+  for (let i = 0; i < 1200; i++) lines.push(`the ${animals[i % 6]} sat on the ${places[(i * 7) % 6]}. it was a good day.`);
+  return lines.join('\n') + '\n';
+}
+
+test('Fine-tune: LoRA on the pretrained model, side-by-side samples, adapter out and back in, bad input refused', async (t) => {
+  const dir = path.join(OUT, 'finetune');
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  const text = path.join(dir, 'style.txt');
+  fs.writeFileSync(text, styleText());
+  const bad = path.join(dir, 'bad.jsonl');
+  fs.writeFileSync(bad, '{"prompt": "a", "response": "b"}\n{"prompt": "c", "response": \n');
+  // An adapter trained natively on another base.
+  ptl(['init', '--preset', 'tiny', '--seed', '5', '--out', path.join(dir, 'other.tinygpt')]);
+  ptl(['lora', 'train', '--base', path.join(dir, 'other.tinygpt'), '--data', text, '--steps', '2', '--out', path.join(dir, 'other-lora')]);
+
+  const s = await openSite({ ignore: [] });
+  const { page } = s;
+  try {
+    await waitReady(page);
+    if (!(await page.isVisible('#pretrained-banner'))) {
+      t.skip('the site was built without a pretrained model');
+      return;
+    }
+    await page.click('#load-pretrained');
+    await page.waitForFunction(() => document.body.dataset.opened === 'the pretrained model');
+    await page.setInputFiles('#ft-file', text);
+    await page.fill('#ft-steps', '150');
+    await page.fill('#ft-lr', '0.01');
+    await page.fill('#ft-rank', '2');
+    for (const target of ['k', 'o', 'fc_in', 'fc_out']) await page.check(`input[name="ft-target"][value="${target}"]`);
+    await page.click('#ft-start');
+    await page.waitForFunction(() => document.body.dataset.ft === 'tuned' || document.getElementById('ft-status').className.includes('error'), null, { timeout: 5 * 60 * 1000 });
+    const summary = await page.textContent('#ft-status');
+    const m = summary.match(/Held-out loss ([\d.]+) → ([\d.]+)/);
+    assert.ok(m, summary);
+    // (Measured: 4.68 -> 4.49 on this barely trained 60-step base; the CLI demo in
+    // docs/post-training.md shows what a trained base gains.)
+    assert.ok(Number(m[2]) < Number(m[1]) - 0.1, `the held-out loss on the new text falls by at least 0.1 nats: ${summary}`);
+    assert.match(summary, /LoRA rank 2, alpha 8 on fc_in, fc_out, k, o, q, v: [\d,]+ trainable parameters \(\d+\.\d+% of the base's/);
+
+    await page.click('#ft-compare');
+    await page.waitForFunction(() => document.getElementById('ft-out-tuned').textContent.length > 0);
+    const base = await page.textContent('#ft-out-base');
+    const tuned = await page.textContent('#ft-out-tuned');
+    assert.ok(base.length > 50 && tuned.length > 50);
+    assert.notEqual(base, tuned, 'the adapter changes the samples');
+    await shootBoth(page, 'finetune-compare');
+
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#ft-download')]);
+    const adapter = path.join(dir, 'adapter.tinygpt-lora');
+    await download.saveAs(adapter);
+    assert.match(ptl(['lora', 'info', adapter]), /rank 2/);
+
+    await page.setInputFiles('#ft-adapter-file', adapter);
+    await page.waitForFunction(() => document.getElementById('ft-status').textContent.startsWith('Loaded adapter.tinygpt-lora'));
+    await page.setInputFiles('#ft-adapter-file', path.join(dir, 'other-lora', 'adapter.tinygpt-lora'));
+    await page.waitForFunction(() => document.getElementById('ft-status').className.includes('error'));
+    assert.match(await page.textContent('#ft-status'), /Could not load adapter\.tinygpt-lora: .*base.*Nothing changed/i);
+
+    await page.setInputFiles('#ft-file', bad);
+    await page.click('#ft-start');
+    await page.waitForFunction(() => document.getElementById('ft-status').className.includes('error') && document.body.dataset.ft !== 'training');
+    assert.match(await page.textContent('#ft-status'), /Fine-tuning failed: .*bad\.jsonl.*line 2/);
+    s.assertNoErrors('the Fine-tune panel');
+  } finally {
+    await s.close();
+  }
+});
