@@ -15,7 +15,8 @@ struct Params { M: u32, V: u32, _pad0: u32, _pad1: u32 }
 override HAS_MASK: bool = false;
 override HAS_LSE: bool = true;
 
-var<workgroup> red: array<f32, 256>;
+const RED_WG: u32 = 256u;  // rows_main reduces over its 64 threads, total_main over 256
+// #include reduce
 
 @compute @workgroup_size(64)
 fn rows_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -25,24 +26,12 @@ fn rows_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let base = row * U.V;
   var mx = -3.0e38;
   for (var c = lid; c < U.V; c += 64u) { mx = max(mx, logits[base + c]); }
-  red[lid] = mx;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
-    workgroupBarrier();
-  }
-  let m = red[0];
-  workgroupBarrier();
+  let m = wg_max(mx, lid, 64u);
   var sum = 0.0;
   for (var c = lid; c < U.V; c += 64u) { sum += exp(logits[base + c] - m); }
-  red[lid] = sum;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] += red[lid + s]; }
-    workgroupBarrier();
-  }
+  let total = wg_sum(sum, lid, 64u);
   if (lid == 0u) {
-    let l = m + log(red[0]);
+    let l = m + log(total);
     if (HAS_LSE) { lse[row] = l; }
     var w = 1.0;
     if (HAS_MASK) { w = mask[row]; }
@@ -60,23 +49,11 @@ fn total_main(@builtin(local_invocation_index) lid: u32) {
     s += rowloss[i];
     if (HAS_MASK) { cnt += mask[i]; }
   }
-  red[lid] = s;
-  workgroupBarrier();
-  for (var h = 128u; h > 0u; h >>= 1u) {
-    if (lid < h) { red[lid] += red[lid + h]; }
-    workgroupBarrier();
-  }
-  let total = red[0];
-  workgroupBarrier();
-  red[lid] = cnt;
-  workgroupBarrier();
-  for (var h = 128u; h > 0u; h >>= 1u) {
-    if (lid < h) { red[lid] += red[lid + h]; }
-    workgroupBarrier();
-  }
+  let total = wg_sum(s, lid, 256u);
+  let counted = wg_sum(cnt, lid, 256u);
   if (lid == 0u) {
     var count = f32(U.M);
-    if (HAS_MASK) { count = red[0]; }
+    if (HAS_MASK) { count = counted; }
     var r = 0.0;
     if (count != 0.0) { r = total / count; }
     loss[0] = r;

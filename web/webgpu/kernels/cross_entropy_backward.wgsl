@@ -14,31 +14,8 @@ override HAS_MASK: bool = false;
 override HAS_LSE: bool = true;
 override ACC: bool = false;
 
-var<workgroup> red: array<f32, 64>;
-
-fn reduce_sum(v: f32, lid: u32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] += red[lid + s]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
-
-fn reduce_max(v: f32, lid: u32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
+const RED_WG: u32 = 64u;
+// #include reduce
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -51,7 +28,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (HAS_MASK) {
     var s = 0.0;
     for (var i = lid; i < U.M; i += 64u) { s += mask[i]; }
-    count = reduce_sum(s, lid);
+    count = wg_sum(s, lid, 64u);
     w = mask[row];
   }
   var l = 0.0;
@@ -60,10 +37,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   } else {
     var mx = -3.0e38;
     for (var c = lid; c < U.V; c += 64u) { mx = max(mx, logits[base + c]); }
-    let m = reduce_max(mx, lid);
+    let m = wg_max(mx, lid, 64u);
     var s = 0.0;
     for (var c = lid; c < U.V; c += 64u) { s += exp(logits[base + c] - m); }
-    l = m + log(reduce_sum(s, lid));
+    l = m + log(wg_sum(s, lid, 64u));
   }
   var scale = 0.0;
   if (count != 0.0) { scale = w / count; }

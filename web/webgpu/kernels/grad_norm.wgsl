@@ -13,16 +13,8 @@ struct Params { n: u32, base: u32, count: u32, _pad: u32 }
 @group(0) @binding(3) var<storage, read_write> norm: array<f32>;
 
 const CHUNK: u32 = 2048u;  // elements per workgroup: 8 per thread
-var<workgroup> red: array<f32, 256>;
-
-fn tree(lid: u32) -> f32 {
-  workgroupBarrier();
-  for (var h = 128u; h > 0u; h >>= 1u) {
-    if (lid < h) { red[lid] += red[lid + h]; }
-    workgroupBarrier();
-  }
-  return red[0];
-}
+const RED_WG: u32 = 256u;
+// #include reduce
 
 @compute @workgroup_size(256)
 fn partial_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -34,8 +26,7 @@ fn partial_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     let i = start + e;
     if (i < U.n) { let x = g[i]; s = fma(x, x, s); }
   }
-  red[lid] = s;
-  let total = tree(lid);
+  let total = wg_sum(s, lid, 256u);
   if (lid == 0u && start < U.n) { partials[U.base + grp] = total; }
 }
 
@@ -43,7 +34,6 @@ fn partial_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 fn finish_main(@builtin(local_invocation_index) lid: u32) {
   var s = 0.0;
   for (var i = lid; i < U.count; i += 256u) { s += partials[i]; }
-  red[lid] = s;
-  let total = tree(lid);
+  let total = wg_sum(s, lid, 256u);
   if (lid == 0u) { norm[0] = sqrt(total); }
 }

@@ -15,19 +15,8 @@ override HAS_MEAN: bool = true;
 override HAS_RSTD: bool = true;
 
 const WG: u32 = 64u;
-var<workgroup> red: array<f32, 64>;
-
-fn reduce_sum(v: f32, lid: u32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] += red[lid + s]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
+const RED_WG: u32 = 64u;
+// #include reduce
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -38,10 +27,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let fc = f32(U.C);
   var s = 0.0;
   for (var c = lid; c < U.C; c += WG) { s += x[base + c]; }
-  let m = reduce_sum(s, lid) / fc;
+  let m = wg_sum(s, lid, WG) / fc;
   var q = 0.0;
   for (var c = lid; c < U.C; c += WG) { let d = x[base + c] - m; q += d * d; }
-  let var_ = reduce_sum(q, lid) / fc;
+  let var_ = wg_sum(q, lid, WG) / fc;
   let r = 1.0 / sqrt(var_ + U.eps);
   for (var c = lid; c < U.C; c += WG) { y[base + c] = (x[base + c] - m) * r * w[c] + b[c]; }
   if (lid == 0u) {

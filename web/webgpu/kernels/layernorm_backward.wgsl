@@ -19,24 +19,8 @@ override ACC_DB: bool = false;
 override HAS_DW: bool = true;
 override HAS_DB: bool = true;
 
-var<workgroup> red: array<f32, 256>;
-
-fn reduce2(a: f32, b: f32, lid: u32) -> vec2<f32> {
-  // red[0..64) and red[64..128) hold the two sums of a 64-thread workgroup.
-  red[lid] = a;
-  red[64u + lid] = b;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (lid < s) {
-      red[lid] += red[lid + s];
-      red[64u + lid] += red[64u + lid + s];
-    }
-    workgroupBarrier();
-  }
-  let r = vec2<f32>(red[0], red[64]);
-  workgroupBarrier();
-  return r;
-}
+const RED_WG: u32 = 256u;  // dx_main reduces over 64 threads; dwdb_main uses `red` as [8][32]
+// #include reduce
 
 @compute @workgroup_size(64)
 fn dx_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -54,9 +38,8 @@ fn dx_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     gs += g;
     gxs += g * xhat;
   }
-  let sums = reduce2(gs, gxs, lid);
-  let g_mean = sums.x / f32(U.C);
-  let gx_mean = sums.y / f32(U.C);
+  let g_mean = wg_sum(gs, lid, 64u) / f32(U.C);
+  let gx_mean = wg_sum(gxs, lid, 64u) / f32(U.C);
   for (var c = lid; c < U.C; c += 64u) {
     let xhat = (x[base + c] - m) * s;
     var v = s * (dy[base + c] * w[c] - g_mean - xhat * gx_mean);

@@ -12,7 +12,7 @@
 //   awaited by run() itself: the caller decides when (if ever) to wait.
 // - Device errors (validation, out-of-memory, uncaptured errors, device loss) are collected and
 //   turned into WebGPUError exceptions at the next call.
-import { type KernelSource, specialise } from './kernels.js';
+import { type KernelSource, specialise, withIncludes } from './kernels.js';
 import { type OpInfo, type ProgramJSON, type TensorInfo, isPersistent, numel, parseProgram } from './program.js';
 
 export class WebGPUError extends Error {
@@ -90,6 +90,9 @@ export function adamwConstants(
   ];
 }
 
+// linear_wide is chosen ('auto') for products with at least this many 128 x 128 tiles.
+const WIDE_MIN_TILES = 512;
+
 function ceilDiv(a: number, b: number): number {
   return Math.floor((a + b - 1) / b);
 }
@@ -108,22 +111,26 @@ export class WebGPUBackend {
   private failure: WebGPUError | null = null;
   private lost = false;
 
-  // matmulTile: the C tile of a workgroup in linear.wgsl; 'auto' = 64 x 64 (4 x 4 per thread),
-  // which measured faster than 128 x 128 (8 x 8 per thread) on an H200 (25.7 vs 11.6 TFLOP/s at
-  // 4096^3; the larger register block spills).
+  // matmulTile: the C tile of a workgroup. 64 = linear.wgsl (64 x 64, 4 x 4 per thread), 128 =
+  // linear_wide.wgsl (128 x 128, 8 x 8 per thread in named registers, double-buffered);
+  // 'auto' = 128 where the product has enough 128 x 128 tiles to fill the GPU (see matmul()).
+  // matmulBK: depth of linear_wide's K step (8 or 16); 'auto' = 8.
+  // matmulNT: large forward products (x W^T, both operands contiguous along K) use
+  // linear_nt.wgsl instead of linear_wide.wgsl ('auto' = yes).
   // matmulSplit: split-K factor; 'auto' splits products with fewer than 264 output tiles and
   // P >= 512 so that about 528 workgroups run (four per SM of a large GPU).
   // attentionRows: query (or key) rows per attention workgroup (one per thread); 'auto' = 64,
   // which measured faster than 32 on an H200 even where 64 leaves few workgroups (Behemoth: 119
   // vs 131 ms/step): smaller blocks re-read every K/V tile more often.
-  readonly options: { matmulTile: 'auto' | 64 | 128; matmulSplit: 'auto' | number; attentionRows: 'auto' | 32 | 64 };
+  readonly options: { matmulTile: 'auto' | 64 | 128; matmulSplit: 'auto' | number; attentionRows: 'auto' | 32 | 64; matmulBK: 'auto' | 8 | 16; matmulNT: 'auto' | boolean };
 
   constructor(device: GPUDevice, kernels: KernelSource,
-              options: { matmulTile?: 'auto' | 64 | 128; matmulSplit?: 'auto' | number; attentionRows?: 'auto' | 32 | 64 } = {}) {
+              options: { matmulTile?: 'auto' | 64 | 128; matmulSplit?: 'auto' | number; attentionRows?: 'auto' | 32 | 64; matmulBK?: 'auto' | 8 | 16; matmulNT?: 'auto' | boolean } = {}) {
     this.device = device;
     this.kernels = kernels;
     this.options = {
       matmulTile: options.matmulTile ?? 'auto', matmulSplit: options.matmulSplit ?? 'auto', attentionRows: options.attentionRows ?? 'auto',
+      matmulBK: options.matmulBK ?? 'auto', matmulNT: options.matmulNT ?? 'auto',
     };
     this.maxWorkgroups = device.limits.maxComputeWorkgroupsPerDimension;
     device.addEventListener('uncapturederror', (ev: Event) => {
@@ -283,7 +290,7 @@ export class WebGPUBackend {
     if (!m) {
       let code: string;
       try {
-        code = specialise(this.kernels(kernel), defines);
+        code = specialise(withIncludes(kernel, this.kernels), defines);
       } catch (e) {
         throw new WebGPUError(`kernel '${kernel}': ${(e as Error).message}`);
       }
@@ -390,8 +397,13 @@ export class Executor {
   // AdamW: distinct attribute sets -> slot in the constants buffer.
   private readonly adamwGroups = new Map<string, { slot: number; attrs: Record<string, number> }>();
   private adamwConsts: GPUBuffer | null = null;
-  // Host-side range checks of i32 inputs (token ids): tensor id -> exclusive upper bound.
-  private readonly idBounds = new Map<number, number>();
+  // Host-side range checks of i32 inputs (token ids, pos0): tensor id -> exclusive upper bound
+  // and what it bounds (the tightest bound wins when several ops read the input).
+  private readonly idBounds = new Map<number, { bound: number; why: (value: number, index: number) => string }>();
+  private bound(id: number, bound: number, why: (value: number, index: number) => string): void {
+    const b = this.idBounds.get(id);
+    if (!b || bound < b.bound) this.idBounds.set(id, { bound, why });
+  }
   runs = 0;
 
   constructor(backend: WebGPUBackend, program: ProgramJSON) {
@@ -484,8 +496,10 @@ export class Executor {
         const tokens = need(inp(0), 'tokens'), tokEmb = need(inp(1), 'tok_emb'), posEmb = need(inp(2), 'pos_emb');
         const [B, T] = this.shape(tokens) as [number, number];
         const [V, C] = this.shape(tokEmb) as [number, number];
-        this.idBounds.set(tokens, V);
+        this.bound(tokens, V, (x, i) => `id ${x} at index ${i} is outside the vocabulary [0, ${V})`);
         if (this.shape(posEmb)[0]! < T) throw new WebGPUError(`${label}: ${T} positions but pos_emb has ${this.shape(posEmb)[0]}`);
+        const P = this.shape(posEmb)[0]!;
+        if (inp(3) >= 0) this.bound(inp(3), P - T + 1, (x) => `pos0 = ${x}: positions ${x} .. ${x + T - 1} are outside pos_emb's ${P} rows`);
         const n = B * T * C;
         return [{
           kernel: 'embedding', entry: 'main', label, constants: { HAS_POS0: b1(inp(3) >= 0) },
@@ -626,7 +640,7 @@ export class Executor {
       case 'cross_entropy': {
         const logits = need(inp(0), 'logits'), targets = need(inp(1), 'targets');
         const [M, V] = this.shape(logits) as [number, number];
-        this.idBounds.set(targets, V);
+        this.bound(targets, V, (x, i) => `id ${x} at index ${i} is outside the vocabulary [0, ${V})`);
         const rowloss = this.scratch(M, `${label} row losses`);
         const params = [u(M), u(V), u(0), u(0)];
         const constants = { HAS_MASK: b1(inp(2) >= 0), HAS_LSE: b1(out(1) >= 0) };
@@ -693,9 +707,49 @@ export class Executor {
           workgroups: elementwise(n),
         }];
       }
-      case 'kv_cache_write':
-      case 'attention_cached':
-        throw new WebGPUError(`${label}: op '${op.op}' (generation with a KV cache) is not implemented by the WebGPU backend yet`);
+      case 'kv_cache_write': {
+        const kk = need(inp(0), 'k'), vv = need(inp(1), 'v'), pos0 = need(inp(2), 'pos0');
+        const kc = need(out(0), 'k_cache'), vc = need(out(1), 'v_cache');
+        const C = this.shape(kk).at(-1)!, n = this.numel(kk) / C, ctx = this.shape(kc)[0]!;
+        if (this.numel(vv) !== n * C || this.shape(kc).at(-1) !== C || this.numel(vc) !== this.numel(kc))
+          throw new WebGPUError(`${label}: k [${this.shape(kk)}], v [${this.shape(vv)}] do not fit the caches [${this.shape(kc)}], [${this.shape(vc)}]`);
+        if (n > ctx) throw new WebGPUError(`${label}: ${n} rows do not fit a cache of ${ctx}`);
+        this.bound(pos0, ctx - n + 1, (x) => `pos0 = ${x}: rows ${x} .. ${x + n - 1} are outside the KV cache of ${ctx} rows`);
+        return [{
+          kernel: 'kv_cache_write', entry: 'main', label, constants: { C }, params: [u(n * C), u(0), u(0), u(0)],
+          bindings: [r(1, kk), r(2, vv), r(3, pos0), w(4, kc), w(5, vc)], workgroups: elementwise(n * C),
+        }];
+      }
+      case 'attention_cached': {
+        const q = need(inp(0), 'q'), kc = need(inp(1), 'k_cache'), vc = need(inp(2), 'v_cache'), pos0 = need(inp(3), 'pos0');
+        const C = this.shape(q).at(-1)!, n = this.numel(q) / C, ctx = this.shape(kc)[0]!;
+        const H = op.attrs['heads'] ?? 0;
+        const HS = this.headSize(label, C, H);
+        if (this.shape(kc).at(-1) !== C || this.numel(vc) !== this.numel(kc))
+          throw new WebGPUError(`${label}: caches [${this.shape(kc)}], [${this.shape(vc)}] do not match q [${this.shape(q)}]`);
+        this.bound(pos0, ctx - n + 1, (x) => `pos0 = ${x}: rows ${x} .. ${x + n - 1} are outside the KV cache of ${ctx} rows`);
+        if (n > this.backend.maxWorkgroups) throw new WebGPUError(`${label}: ${n} query rows are more than one dispatch holds`);
+        return [{
+          kernel: 'attention_cached', entry: 'main', label, defines: { HS, CPT: ceilDiv(HS, 64) },
+          params: [u(n), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
+          bindings: [r(1, q), r(2, kc), r(3, vc), r(4, pos0), w(5, need(out(0), 'y'))], workgroups: [n, H, 1],
+        }];
+      }
+      case 'attention_probs': {
+        const q = need(inp(0), 'q'), kk = need(inp(1), 'k'), probs = need(out(0), 'probs');
+        const [B, T, C] = this.shape(q) as [number, number, number];
+        const H = op.attrs['heads'] ?? 0;
+        const HS = this.headSize(label, C, H);
+        if (this.numel(kk) !== B * T * C) throw new WebGPUError(`${label}: k [${this.shape(kk)}] does not match q [${this.shape(q)}]`);
+        if (this.numel(probs) !== B * H * T * T) throw new WebGPUError(`${label}: probs [${this.shape(probs)}] is not [${B}, ${H}, ${T}, ${T}]`);
+        if (T > this.backend.maxWorkgroups || B * H > this.backend.maxWorkgroups)
+          throw new WebGPUError(`${label}: [${B}, ${H}, ${T}] rows are more than one dispatch holds`);
+        return [{
+          kernel: 'attention_probs', entry: 'main', label, defines: { HS },
+          params: [u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
+          bindings: [r(1, q), r(2, kk), w(3, probs)], workgroups: [T, B * H, 1],
+        }];
+      }
       default:
         throw new WebGPUError(`${label}: unknown op '${String((op as OpInfo).op)}'`);
     }
@@ -717,18 +771,28 @@ export class Executor {
     d: { I: number; J: number; P: number; transA: boolean; lda: number; transB: boolean; ldb: number; ldc: number },
     a: BindingSpec, b: BindingSpec, bias: BindingSpec, c: BindingSpec, hasBias: boolean, accumulate: boolean,
   ): DispatchSpec[] {
-    const big = this.backend.device.limits.maxComputeWorkgroupStorageSize >= 16384 &&
-      (this.backend.options.matmulTile === 128 ||
-        false);
-    const tile = big ? 128 : 64;
+    // Variant. linear_wide / linear_nt (128 x 128 tiles, 8 x 8 per thread) need 16 / 24 KiB of
+    // workgroup memory; 'auto' takes them where the product has at least WIDE_MIN_TILES of their
+    // tiles and a reduction of at least 128 (on an H200 the 64 x 64 tiles of linear.wgsl were
+    // faster at every Linear shape of the presets: more workgroups per multiprocessor). The
+    // forward layout (A plain, B transposed) goes to linear_nt, the others to linear_wide.
+    const opts = this.backend.options;
+    const bk = opts.matmulBK === 'auto' ? 8 : opts.matmulBK;
+    const nt = !d.transA && d.transB && opts.matmulNT !== false;
+    const wideBytes = nt ? 2 * 2 * 128 * 12 * 4 : 2 * 2 * bk * 128 * 4;
+    const wideFits = this.backend.device.limits.maxComputeWorkgroupStorageSize >= wideBytes;
+    const tiles128 = ceilDiv(d.I, 128) * ceilDiv(d.J, 128);
+    const wide = wideFits && (opts.matmulTile === 128 || (opts.matmulTile === 'auto' && tiles128 >= WIDE_MIN_TILES && d.P >= 128));
+    const tile = wide ? 128 : 64;
     const gx = ceilDiv(d.J, tile), gy = ceilDiv(d.I, tile);
     if (gx > this.backend.maxWorkgroups || gy > this.backend.maxWorkgroups)
       throw new WebGPUError(`${label}: a [${d.I}, ${d.J}] product needs more workgroups than this device dispatches`);
     // Split-K: how many chunks of P (each a multiple of the 16-deep K step).
-    const opt = this.backend.options.matmulSplit;
+    const opt = opts.matmulSplit;
     let splits = 1;
     if (opt === 'auto') {
-      if (gx * gy < 264 && d.P >= 512) splits = Math.min(Math.floor(d.P / 256), Math.ceil(528 / (gx * gy)));
+      const target = wide ? 264 : 528; // about 2 (wide) or 4 workgroups per multiprocessor
+      if (gx * gy < target / 2 && d.P >= 512) splits = Math.min(Math.floor(d.P / 256), Math.ceil(target / (gx * gy)));
     } else splits = Math.max(1, Math.min(opt, ceilDiv(d.P, 16)));
     let pchunk = d.P;
     if (splits > 1) {
@@ -740,16 +804,17 @@ export class Executor {
       ALIGNED_B: d.ldb % 4 === 0 ? 1 : 0, HAS_BIAS: hasBias ? 1 : 0, ACC: accumulate ? 1 : 0, SPLIT: splits > 1 ? 1 : 0,
     };
     const params = [u(d.I), u(d.J), u(d.P), u(d.lda), u(d.ldb), u(d.ldc), u(pchunk), u(splits)];
-    const defines = { TM: tile / 16, TN: tile / 16 };
+    const kernel = wide ? (nt ? 'linear_nt' : 'linear_wide') : 'linear';
+    const defines: Record<string, number> = wide ? (nt ? {} : { BK: bk }) : { TM: 4, TN: 4 };
     if (splits === 1)
-      return [{ kernel: 'linear', entry: 'main', label, defines, constants, params, bindings: [a, b, bias, c], workgroups: [gx, gy, 1] }];
+      return [{ kernel, entry: 'main', label, defines, constants, params, bindings: [a, b, bias, c], workgroups: [gx, gy, 1] }];
     this.splitFloats = Math.max(this.splitFloats, splits * d.I * d.J);
     const scratchW: BindingSpec = { binding: 4, buffer: this.splitPlaceholder(), access: 'w', what: 'split-K partial products' };
     const scratchR: BindingSpec = { binding: 5, buffer: this.splitPlaceholder(), access: 'r', what: 'split-K partial products' };
     return [
-      { kernel: 'linear', entry: 'main', label: `${label} split ${splits}`, defines, constants, params,
+      { kernel, entry: 'main', label: `${label} split ${splits}`, defines, constants, params,
         bindings: [a, b, bias, scratchW], workgroups: [gx, gy, splits] },
-      { kernel: 'linear', entry: 'reduce_split', label: `${label} reduce`, defines, constants, params,
+      { kernel: 'linear', entry: 'reduce_split', label: `${label} reduce`, defines: { TM: 4, TN: 4 }, constants, params,
         bindings: [bias, c, scratchR], workgroups: this.grid(ceilDiv(d.I * d.J, 256)) },
     ];
   }
@@ -842,11 +907,11 @@ export class Executor {
     let data: Float32Array | Int32Array;
     if (t.info.dtype === 'i32') {
       data = values instanceof Int32Array ? values : Int32Array.from(values as ArrayLike<number>);
-      const bound = this.idBounds.get(id);
-      if (bound !== undefined)
+      const b = this.idBounds.get(id);
+      if (b !== undefined)
         for (let i = 0; i < data.length; i++)
-          if (!(data[i]! >= 0 && data[i]! < bound))
-            throw new WebGPUError(`input '${name}': id ${data[i]} at index ${i} is outside the vocabulary [0, ${bound})`);
+          if (!(data[i]! >= 0 && data[i]! < b.bound))
+            throw new WebGPUError(`input '${name}': ${b.why(data[i]!, i)}`);
     } else {
       data = values instanceof Float32Array ? values : Float32Array.from(values as ArrayLike<number>);
     }

@@ -1,5 +1,11 @@
 export { WebGPUBackend, Executor, WebGPUError, asTyped, adamwConstants, type GPUTensor } from './executor.js';
 export { WebGPUTrainer, type StepLoss, type TrainerOptions } from './trainer.js';
+export { WebGPUGenerator, Sampler, Rng, rngFor, type SamplingOptions, type GenerateOptions } from './generate.js';
+export { WebGPUInspector, type Inspection } from './inspect.js';
+export {
+  kernelCases, runKernelCase, runKernelChecks, summariseChecks, describeResult, caseProgram, caseRng, compare, TOL,
+  type Reference, type KernelCase, type CaseResult, type TensorSpec, type Tolerance,
+} from './checks.js';
 export { decodeSafeTensors, encodeSafeTensors, type SafeTensorsFile, type StTensor } from './safetensors.js';
 export { parseProgram, numel, type ProgramJSON, type TensorInfo, type OpInfo } from './program.js';
-export { specialise, type KernelSource } from './kernels.js';
+export { specialise, withIncludes, kernelsFromMap, type KernelSource } from './kernels.js';

@@ -1,6 +1,13 @@
 // WGSL kernel sources: one file per op under web/webgpu/kernels/, named like the C++ twin.
-// A KernelSource returns the text of `<name>.wgsl`; in Node it reads the folder (node.ts), in a
-// browser a bundler can inline the files.
+// A KernelSource returns the text of `<name>.wgsl` (name relative to the kernels folder, e.g.
+// `gelu` or `common/erf`): in Node it reads the folder (node.ts), in a browser it comes from a
+// map of file contents (kernelsFromMap, e.g. what Vite's import.meta.glob gives).
+//
+// Shared code: WGSL has no modules, so a kernel that needs a shared function says so with a line
+// `// #include NAME`; `withIncludes` appends kernels/common/NAME.wgsl (each file once, includes
+// of includes too). Appending keeps the kernel's own line numbers in compile errors right, and
+// WGSL module-scope declarations may come in any order. The line is a comment, so the kernel file
+// alone is still WGSL that parses (it just lacks the included functions).
 //
 // Compile-time specialisation: besides WGSL `override` constants (flags, set per pipeline), a
 // kernel may declare `const NAME: u32 = <default>u;` for sizes that WGSL needs as true constants
@@ -8,6 +15,28 @@
 // declarations; the files stay valid WGSL with their defaults.
 
 export type KernelSource = (name: string) => string;
+
+const INCLUDE = /^\/\/ #include ([A-Za-z0-9_]+)\s*$/gm;
+
+// The kernel's text followed by every common file it includes (transitively, each once).
+export function withIncludes(name: string, kernels: KernelSource): string {
+  const seen = new Set<string>();
+  const parts: string[] = [];
+  const visit = (file: string, from: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    let text: string;
+    try {
+      text = kernels(file);
+    } catch (e) {
+      throw new Error(`${from}: ${(e as Error).message}`);
+    }
+    parts.push(file === name ? text : `\n// ---- included from kernels/${file}.wgsl ----\n${text}`);
+    for (const m of text.matchAll(INCLUDE)) visit(`common/${m[1]}`, `kernels/${file}.wgsl includes ${m[1]}`);
+  };
+  visit(name, `kernel '${name}'`);
+  return parts.join('');
+}
 
 export function specialise(source: string, defines: Record<string, number>): string {
   let out = source;
@@ -18,4 +47,28 @@ export function specialise(source: string, defines: Record<string, number>): str
     out = out.replace(re, `const ${name}: u32 = ${value}u;`);
   }
   return out;
+}
+
+// A KernelSource over file contents keyed by path, e.g. in a Vite page:
+//   kernelsFromMap(import.meta.glob('../webgpu/kernels/**/*.wgsl', { query: '?raw', import: 'default', eager: true }))
+// A key resolves to the part after its last `kernels/` folder without `.wgsl` (`…/kernels/gelu.wgsl`
+// -> `gelu`, `…/kernels/common/erf.wgsl` -> `common/erf`); a key without such a folder resolves
+// by its base name. (The glob must include common/ — `**/*.wgsl` — for kernels that use #include.)
+export function kernelsFromMap(files: Record<string, string>): KernelSource {
+  const byName = new Map<string, string>();
+  for (const [key, text] of Object.entries(files)) {
+    if (typeof text !== 'string') throw new Error(`kernel file '${key}' is not text (import it with ?raw)`);
+    const path = key.replace(/\\/g, '/').replace(/\?.*$/, '');
+    if (!path.endsWith('.wgsl')) continue;
+    const k = path.lastIndexOf('kernels/');
+    const rel = (k >= 0 ? path.slice(k + 'kernels/'.length) : path.slice(path.lastIndexOf('/') + 1)).slice(0, -'.wgsl'.length);
+    if (byName.has(rel) && byName.get(rel) !== text) throw new Error(`two different kernel files resolve to '${rel}'`);
+    byName.set(rel, text);
+  }
+  return (name: string) => {
+    const s = byName.get(name);
+    if (s === undefined)
+      throw new Error(`no kernel file '${name}.wgsl' among the ${byName.size} given (${[...byName.keys()].slice(0, 8).join(', ')}${byName.size > 8 ? ', ...' : ''})`);
+    return s;
+  };
 }

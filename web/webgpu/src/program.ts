@@ -13,7 +13,7 @@ export interface TensorInfo {
 
 export type OpKind =
   | 'embedding' | 'embedding_backward' | 'layernorm' | 'layernorm_backward' | 'linear' | 'linear_backward'
-  | 'attention' | 'attention_backward' | 'kv_cache_write' | 'attention_cached' | 'gelu' | 'gelu_backward'
+  | 'attention' | 'attention_backward' | 'kv_cache_write' | 'attention_cached' | 'attention_probs' | 'gelu' | 'gelu_backward'
   | 'add' | 'add_backward' | 'cross_entropy' | 'cross_entropy_backward' | 'grad_norm' | 'adamw';
 
 export interface OpInfo {

@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 
-import { WebGPUBackend, WebGPUError, adamwConstants, asTyped, decodeSafeTensors, encodeSafeTensors } from '../dist/index.js';
+import {
+  WebGPUBackend, WebGPUError, adamwConstants, asTyped, decodeSafeTensors, encodeSafeTensors, kernelsFromMap, withIncludes,
+} from '../dist/index.js';
 import { createNodeBackend, kernelsFromDir } from '../dist/node.js';
 import { backend, closeBackend } from './helpers.mjs';
 
@@ -70,9 +72,16 @@ test('bad programs and inputs give clear errors', async () => {
   assert.throws(() => ex.setInput('tokens', [1, 2]), /needs 3 values, got 2/);
   assert.throws(() => ex.setInput('nope', [1]), /has no tensor 'nope'/);
   ex.destroy();
-  // The generation ops are not implemented yet: said at load time.
-  await assert.rejects(be.load(program([tensor('k', [1, 4]), tensor('v', [1, 4]), tensor('kc', [8, 4], 'f32', 'state'), tensor('vc', [8, 4], 'f32', 'state')],
-    [{ op: 'kv_cache_write', inputs: [0, 1, -1], outputs: [2, 3], attrs: {} }])), /not implemented/);
+  // KV-cache ops: pos0 is required, and checked on the host against the cache when uploaded.
+  const kv = (pos0) => program([tensor('k', [1, 2, 4]), tensor('v', [1, 2, 4]), tensor('pos0', [1], 'i32', 'input'),
+    tensor('cache.k.t', [8, 4], 'f32', 'state'), tensor('cache.v.t', [8, 4], 'f32', 'state')],
+  [{ op: 'kv_cache_write', inputs: [0, 1, pos0], outputs: [3, 4], attrs: {} }]);
+  await assert.rejects(be.load(kv(-1)), /op 0 kv_cache_write: missing pos0/);
+  const kex = await be.load(kv(2));
+  kex.setInput('pos0', [6]); // rows 6, 7: the last two
+  assert.throws(() => kex.setInput('pos0', [7]), (e) => e instanceof WebGPUError && /pos0 = 7: rows 7 .. 8 are outside the KV cache of 8 rows/.test(e.message));
+  assert.throws(() => kex.setInput('pos0', [-1]), /outside the KV cache/);
+  kex.destroy();
 });
 
 test('a tensor larger than maxStorageBufferBindingSize is refused with the limit named', async () => {
@@ -87,6 +96,31 @@ test('a WGSL compile error names the kernel file and the line', async () => {
   const files = kernelsFromDir();
   const broken = new WebGPUBackend(device, (name) => (name === 'add' ? files(name).replace('a[i] + U.alpha', 'a[i] + U.nope') : files(name)));
   await assert.rejects(broken.load(addProgram()), (e) => e instanceof WebGPUError && /WGSL compile error in kernels\/add\.wgsl/.test(e.message) && /nope/.test(e.message));
+});
+
+test('kernel sources from a map of files (as a bundler gives them) resolve by path, includes too', async () => {
+  const { device } = await backend();
+  const files = kernelsFromDir();
+  // Keys as Vite's import.meta.glob writes them; only the part after kernels/ matters.
+  const record = {};
+  for (const n of ['add', 'gelu', 'common/erf', 'common/reduce', 'layernorm']) record[`../../webgpu/kernels/${n}.wgsl`] = files(n);
+  const fromMap = kernelsFromMap(record);
+  assert.equal(fromMap('gelu'), files('gelu'));
+  assert.equal(fromMap('common/erf'), files('common/erf'));
+  assert.throws(() => fromMap('attention'), /no kernel file 'attention.wgsl' among the 5 given/);
+  // gelu says `// #include erf`: the expanded source carries erf_f32 exactly once, after the kernel.
+  const gelu = withIncludes('gelu', fromMap);
+  assert.equal(gelu.match(/fn erf_f32/g).length, 1);
+  assert.ok(gelu.startsWith(files('gelu')));
+  assert.throws(() => withIncludes('gelu', kernelsFromMap({ 'kernels/gelu.wgsl': files('gelu') })), /kernels\/gelu.wgsl includes erf: no kernel file 'common\/erf.wgsl'/);
+  // A backend over the map runs a program (gelu, with its include) like one over the folder.
+  const be = new WebGPUBackend(device, fromMap);
+  const ex = await be.load(program([tensor('x', [5]), tensor('y', [5])], [{ op: 'gelu', inputs: [0], outputs: [1], attrs: {} }]));
+  ex.write('x', Float32Array.from([-2, -0.5, 0, 0.5, 2]));
+  ex.run();
+  const y = await ex.read('y');
+  assert.ok(Math.abs(y[4] - 1.9544997) < 1e-6 && y[2] === 0, `gelu: ${y}`);
+  ex.destroy();
 });
 
 test('a lost device turns into an exception at the next call', async () => {

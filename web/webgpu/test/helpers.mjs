@@ -10,7 +10,9 @@ import { createNodeBackend } from '../dist/node.js';
 export const HERE = dirname(fileURLToPath(import.meta.url));
 export const PKG = resolve(HERE, '..');
 export const REPO = resolve(PKG, '..', '..');
-export const OUT = join(PKG, 'test-out');
+// PTL_WEBGPU_OUT moves the results (two runs at once in one checkout must not share a folder:
+// run-all.mjs reads its summary back from kernels.json, train.json, ...).
+export const OUT = process.env.PTL_WEBGPU_OUT ? resolve(process.env.PTL_WEBGPU_OUT) : join(PKG, 'test-out');
 mkdirSync(OUT, { recursive: true });
 
 // The native build with ptl and ptl_program_run (run-all.mjs builds it when missing).
@@ -41,39 +43,8 @@ export async function backend() {
   return gpu;
 }
 
-// Seeded PRNG (mulberry32) and normal draws (Box-Muller).
-export function rng(seed) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    uniform: next,
-    int: (n) => Math.floor(next() * n),
-    normal: () => {
-      const u1 = Math.max(next(), 1e-12), u2 = next();
-      return Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
-    },
-  };
-}
-
-// Max absolute and relative error of `got` against `want`, and whether every element satisfies
-// |got - want| <= atol + rtol * |want|.
-export function compare(got, want, atol, rtol) {
-  let maxAbs = 0, maxRel = 0, ok = got.length === want.length, worst = -1;
-  for (let i = 0; i < want.length; i++) {
-    const d = Math.abs(got[i] - want[i]);
-    if (!(d <= atol + rtol * Math.abs(want[i]))) { ok = false; if (worst < 0) worst = i; }
-    if (!(d <= maxAbs)) maxAbs = d;
-    const r = d / Math.max(Math.abs(want[i]), 1e-30);
-    if (Math.abs(want[i]) > 1e-6 && !(r <= maxRel)) maxRel = r;
-  }
-  return { maxAbs, maxRel, ok, worst };
-}
+// The seeded generator and the tolerance check of the kernel cases (one home: src/checks.ts).
+export { caseRng as rng, compare } from '../dist/index.js';
 
 // Dawn's Node binding aborts at process exit while a device is alive: destroy it first.
 export function closeBackend() {

@@ -44,19 +44,26 @@ if (!prebuilt) {
 
 rmSync(join(OUT, 'kernels.json'), { force: true });
 rmSync(join(OUT, 'train.json'), { force: true });
-const files = (process.argv.length > 2 ? process.argv.slice(2) : ['executor', 'kernels', 'train']).map((f) => join(PKG, 'test', `${f}.test.mjs`));
+rmSync(join(OUT, 'generate.json'), { force: true });
+rmSync(join(OUT, 'inspect.json'), { force: true });
+const files = (process.argv.length > 2 ? process.argv.slice(2) : ['executor', 'kernels', 'generate', 'inspect', 'train']).map((f) => join(PKG, 'test', `${f}.test.mjs`));
 const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', ...files], { stdio: 'inherit', env, cwd: PKG });
 
 const read = (f) => (existsSync(join(OUT, f)) ? JSON.parse(readFileSync(join(OUT, f), 'utf8')) : null);
 const k = read('kernels.json');
 const t = read('train.json');
+const g = read('generate.json');
+const ins = read('inspect.json');
 console.log(JSON.stringify({
   kernels_passed: k?.kernels_passed ?? 0,
   kernels_total: k?.kernels_total ?? 0,
   kernel_cases_passed: k?.cases_passed ?? 0,
   kernel_cases_total: k?.cases_total ?? 0,
+  kernel_cases_skipped: k?.cases_skipped ?? 0,
   max_step_drift: t?.max_step_drift ?? null,
   train_steps: t?.steps ?? null,
+  generate_equals_ptl_sample: g ? g.greedy?.gpu === g.greedy?.cpu && g.sampled?.gpu === g.sampled?.cpu : null,
+  inspect_probs_max_abs: ins?.probs ? Math.max(...ins.probs.map((p) => p.max_abs)) : null,
   resumed_in_ptl: Array.isArray(t?.resumed_steps) && t.resumed_steps.length > 0,
   adapter: t?.adapter ?? null,
 }));
