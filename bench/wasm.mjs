@@ -1,15 +1,26 @@
 #!/usr/bin/env node
-// Training-step speed of the WebAssembly builds in Node, next to native `ptl`.
+// Training-step speed of the WebAssembly builds, in Node and in headless Chromium, next to native
+// `ptl bench` (full width: AVX-512 here) and native128 (`ptl bench` built with -DPTL_SIMD128=ON:
+// 128-bit vectors, no FMA, the ISA WebAssembly SIMD128 has), all measured in the same run.
 //
 //   node bench/wasm.mjs [--presets tiny,small,medium] [--builds scalar,simd,simd-threads]
-//                       [--steps 10] [--warmup 2] [--threads N]
+//                       [--env node,chromium] [--steps 10] [--warmup 2] [--threads N]
 //
-// Prints one JSON line per preset and build:
-//   {"preset","build","env","threads","ms_per_step","native_ms_per_step","ratio","loss_match"}
+// Prints one JSON line per preset, build and environment:
+//   {"preset","build","env" (node | chromium),"threads","ms_per_step","tokens_per_s",
+//    "native_ms_per_step","native128_ms_per_step","vs_native","vs_native128","loss_match","runtime"}
+// vs_native / vs_native128 = native ms / wasm ms (speed relative to native: 1 = as fast).
 // ms/step is the median over the timed steps of a fresh model at the preset's batch size,
-// training on TinyShakespeare (the batch draw included, as in `ptl train`). Native ms/step comes
-// from `ptl train` over the same steps (its metrics.jsonl tokens_per_s). Both sides use the same
-// number of threads (default: all cores). bench/wasm.sh builds what is needed first.
+// training on TinyShakespeare (the engine's own per-step time, batch draw included); native
+// numbers are `ptl bench --json`'s ms_per_step (median) at the same thread count as the wasm
+// build: --threads for simd-threads, 1 for the single-thread builds (scalar, simd, memory64),
+// each native configuration measured once per preset. In Chromium the engine runs in a Web Worker on a cross-origin
+// isolated page (tests/browser's harness), as a site would run it. loss_match is the largest
+// relative difference between the wasm run's losses and the first build's in the same env.
+// bench/wasm.sh builds everything first; bench/wasm_table.py turns the lines into a table + plot.
+//
+// Environment: PTL_WASM_BUILD_DIR (default build-wasm), PTL_NATIVE_BIN (default
+// build-wasm/native/ptl), PTL_NATIVE128_BIN (default build-native128/ptl), PTL_DATA_DIR.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -22,12 +33,15 @@ const args = Object.fromEntries(
 );
 const presets = (args.presets ?? "tiny,small,medium").split(",");
 const builds = (args.builds ?? "scalar,simd,simd-threads").split(",");
+const envs = (args.env ?? "node").split(",");
+for (const e of envs) if (e !== "node" && e !== "chromium") throw new Error(`--env: unknown environment '${e}' (node, chromium)`);
 const steps = Number(args.steps ?? 10);
 const warmup = Number(args.warmup ?? 2);
 const cores = typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length;
 const threads = Number(args.threads ?? cores);
 const buildDir = process.env.PTL_WASM_BUILD_DIR ?? path.join(ROOT, "build-wasm");
 const nativeBin = process.env.PTL_NATIVE_BIN ?? path.join(buildDir, "native", "ptl");
+const native128Bin = process.env.PTL_NATIVE128_BIN ?? path.join(ROOT, "build-native128", "ptl");
 const data = process.env.PTL_DATA_DIR
   ? path.join(process.env.PTL_DATA_DIR, "tinyshakespeare.txt")
   : path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt");
@@ -39,22 +53,27 @@ const median = (xs) => {
   const n = s.length;
   return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 };
+const round = (x, d = 2) => (x === null || x === undefined ? null : +x.toFixed(d));
 
-function native(preset) {
-  const info = JSON.parse(execFileSync(nativeBin, ["info", "--preset", preset, "--json"], { encoding: "utf8" }));
-  const tokens = info.training_memory.batch * info.model_config.ctx; // per step
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), "ptl-bench-"));
-  try {
-    execFileSync(nativeBin, ["train", "--preset", preset, "--steps", String(warmup + steps), "--data", data, "--eval-every", "100000",
-      "--sample-every", "0", "--out", out], { stdio: "ignore", env: { ...process.env, PTL_THREADS: String(threads) } });
-    const m = fs.readFileSync(path.join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
-    return { ms: median(m.slice(warmup).map((x) => (1000 * tokens) / x.tokens_per_s)), losses: m.map((x) => x.train_loss) };
-  } finally {
-    fs.rmSync(out, { recursive: true, force: true });
+const benchCache = new Map();
+function ptlBench(bin, preset, nThreads) {
+  const key = `${bin} ${preset} ${nThreads}`;
+  if (!benchCache.has(key)) benchCache.set(key, ptlBenchRun(bin, preset, nThreads));
+  return benchCache.get(key);
+}
+function ptlBenchRun(bin, preset, nThreads) {
+  if (!fs.existsSync(bin)) {
+    console.error(`bench/wasm.mjs: ${bin} not built; its column is null`);
+    return null;
   }
+  // --peak-gflops skips the 2048^3 calibration product (MFU is not used here).
+  const out = execFileSync(bin, ["bench", "--presets", preset, "--steps", String(steps), "--warmup", String(warmup),
+    "--threads", String(nThreads), "--json", "--peak-gflops", "1"], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+  const line = out.trim().split("\n").map((l) => JSON.parse(l)).find((r) => r.preset === preset);
+  return line.ms_per_step;
 }
 
-async function wasm(variant, preset) {
+async function nodeRun(variant, preset) {
   const module = await loadModule({ buildDir, variant, poolSize: threads });
   try {
     const engine = await Engine.create({ preset, train: { steps: warmup + steps } }, module);
@@ -67,20 +86,71 @@ async function wasm(variant, preset) {
   }
 }
 
-const env = `node ${process.versions.node} (V8 ${process.versions.v8}), ${os.cpus()[0]?.model ?? "cpu"}, ${cores} cores`;
-for (const preset of presets) {
-  const nat = native(preset);
-  for (const build of builds) {
-    if (!fs.existsSync(path.join(buildDir, build, "ptl_engine.wasm"))) {
-      console.error(`bench/wasm.mjs: ${build} not built (wasm/build.sh ${build}); skipped`);
-      continue;
+// Chromium: one browser and one isolated page for the whole run; a fresh worker per measurement.
+let chromium = null;
+async function chromiumPage() {
+  if (chromium) return chromium;
+  const { openEnginePage } = await import(path.join(ROOT, "tests", "browser", "helpers.mjs"));
+  chromium = await openEnginePage({ isolated: true });
+  return chromium;
+}
+async function chromiumRun(variant, preset) {
+  const ctx = await chromiumPage();
+  const r = await ctx.page.evaluate(
+    async ({ variant, preset, steps, threads }) => {
+      const T = window.ptlTest;
+      const { client, worker, build } = await T.startEngine({ variant, poolSize: threads });
+      try {
+        await client.call("create", { config: { preset, train: { steps } } });
+        if (!window.benchCorpus) window.benchCorpus = await T.fetchBytes("/data/tinyshakespeare.txt");
+        await client.call("setCorpus", { corpus: window.benchCorpus });
+        const metrics = await client.call("train", { steps, stepsPerChunk: steps });
+        return { metrics, threads: build.num_threads ?? 1 };
+      } finally {
+        worker.terminate();
+      }
+    },
+    { variant, preset, steps: warmup + steps, threads },
+  );
+  ctx.assertNoErrors();
+  return {
+    ms: median(r.metrics.slice(warmup).map((x) => x.seconds * 1000)),
+    losses: r.metrics.map((x) => x.loss),
+    threads: r.threads,
+    runtime: `chromium ${ctx.browser.version()}`,
+  };
+}
+
+const nodeRuntime = `node ${process.versions.node} (V8 ${process.versions.v8})`;
+const machine = `${os.cpus()[0]?.model ?? "cpu"}, ${cores} cores, load ${os.loadavg()[0].toFixed(1)} at start`;
+try {
+  for (const preset of presets) {
+    const info = JSON.parse(execFileSync(nativeBin, ["info", "--preset", preset, "--json"], { encoding: "utf8" }));
+    const tokens = info.training_memory.batch * info.model_config.ctx; // per step
+    for (const env of envs) {
+      let ref = null;
+      for (const build of builds) {
+        if (!fs.existsSync(path.join(buildDir, build, "ptl_engine.wasm"))) {
+          console.error(`bench/wasm.mjs: ${build} not built (wasm/build.sh ${build}); skipped`);
+          continue;
+        }
+        const w = env === "node" ? await nodeRun(build, preset) : await chromiumRun(build, preset);
+        ref ??= w.losses;
+        // Native at the same thread count as this build (1 for the single-thread builds).
+        const nat = ptlBench(nativeBin, preset, w.threads);
+        const nat128 = ptlBench(native128Bin, preset, w.threads);
+        const maxRel = Math.max(...w.losses.map((l, i) => Math.abs(l - ref[i]) / Math.abs(ref[i])));
+        console.log(JSON.stringify({
+          preset, build, env, threads: w.threads,
+          ms_per_step: round(w.ms), tokens_per_s: Math.round((1000 * tokens) / w.ms),
+          native_ms_per_step: round(nat), native128_ms_per_step: round(nat128),
+          vs_native: nat ? round(nat / w.ms, 3) : null, vs_native128: nat128 ? round(nat128 / w.ms, 3) : null,
+          loss_match: maxRel, runtime: w.runtime ?? nodeRuntime, machine,
+        }));
+      }
     }
-    const w = await wasm(build, preset);
-    const maxRel = Math.max(...w.losses.map((l, i) => Math.abs(l - nat.losses[i]) / Math.abs(nat.losses[i])));
-    console.log(JSON.stringify({
-      preset, build, env, threads: w.threads, ms_per_step: +w.ms.toFixed(2), native_ms_per_step: +nat.ms.toFixed(2),
-      ratio: +(w.ms / nat.ms).toFixed(2), loss_match: maxRel,
-    }));
   }
+} finally {
+  await chromium?.close();
 }
 process.exit(0);

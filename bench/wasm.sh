@@ -1,22 +1,50 @@
 #!/usr/bin/env bash
-# Builds the WebAssembly variants and native ptl, then runs bench/wasm.mjs (JSON lines on stdout).
-#   bench/wasm.sh [bench/wasm.mjs options]   e.g. --presets tiny,small --builds simd,simd-threads
+# Builds the WebAssembly variants, native ptl and native128 (ptl with 128-bit vectors only), then
+# runs bench/wasm.mjs (JSON lines on stdout; progress on stderr).
+#
+#   bench/wasm.sh [bench/wasm.mjs options]
+#   e.g. bench/wasm.sh --presets tiny,small --builds scalar,simd,simd-threads --env node,chromium
+#
+# Then: bench/wasm.sh ... > wasm.jsonl && /usr/bin/python3 bench/wasm_table.py wasm.jsonl --svg docs/wasm_speed.svg
+# Native is built into $PTL_WASM_BUILD_DIR/native (or PTL_NATIVE_BIN), native128 into
+# build-native128/ (-DPTL_SIMD128=ON; or PTL_NATIVE128_BIN). --env chromium needs
+# `npm --prefix tests/browser ci` and Debian's chromium.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${PTL_WASM_BUILD_DIR:-$ROOT/build-wasm}"
+OUT="${PTL_BROWSER_OUT:-$ROOT/build-browser}"
+export PTL_WASM_BUILD_DIR="$BUILD" PTL_BROWSER_OUT="$OUT"
 builds="scalar,simd,simd-threads"
+envs="node"
 prev=""
-for a in "$@"; do [[ "$prev" == --builds ]] && builds="$a"; prev="$a"; done
+for a in "$@"; do
+  [[ "$prev" == --builds ]] && builds="$a"
+  [[ "$prev" == --env ]] && envs="$a"
+  prev="$a"
+done
+GEN=(); command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
 if [[ -z "${PTL_NATIVE_BIN:-}" ]]; then
-  GEN=(); command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
   cmake -S "$ROOT" -B "$BUILD/native" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPTL_BUILD_TESTS=OFF >/dev/null
   cmake --build "$BUILD/native" --target ptl >&2
   export PTL_NATIVE_BIN="$BUILD/native/ptl"
 fi
+if [[ -z "${PTL_NATIVE128_BIN:-}" ]]; then
+  cmake -S "$ROOT" -B "$ROOT/build-native128" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPTL_BUILD_TESTS=OFF -DPTL_SIMD128=ON >/dev/null
+  cmake --build "$ROOT/build-native128" --target ptl >&2
+  export PTL_NATIVE128_BIN="$ROOT/build-native128/ptl"
+fi
 IFS=, read -ra list <<< "$builds"
-for b in "${list[@]}"; do PTL_WASM_OUT="$BUILD" "$ROOT/wasm/build.sh" "$b" >&2; done
-[[ -x "$ROOT/web/node_modules/.bin/tsc" ]] || { echo "bench/wasm.sh: run 'npm --prefix web ci' first" >&2; exit 1; }
-"$ROOT/web/node_modules/.bin/tsc" -p "$ROOT/web/tsconfig.json"
+if [[ "${PTL_BENCH_SKIP_BUILD:-0}" != 1 ]]; then
+  for b in "${list[@]}"; do PTL_WASM_OUT="$BUILD" "$ROOT/wasm/build.sh" "$b" >&2; done
+  [[ -x "$ROOT/web/node_modules/.bin/tsc" ]] || { echo "bench/wasm.sh: run 'npm --prefix web ci' first" >&2; exit 1; }
+  "$ROOT/web/node_modules/.bin/tsc" -p "$ROOT/web/tsconfig.json"
+  if [[ ",$envs," == *",chromium,"* ]]; then
+    [[ -x "$ROOT/tests/browser/node_modules/.bin/esbuild" ]] || { echo "bench/wasm.sh: --env chromium needs 'npm --prefix tests/browser ci'" >&2; exit 1; }
+    mkdir -p "$OUT"
+    "$ROOT/tests/browser/node_modules/.bin/esbuild" "$ROOT/web/dist/engine/browser-worker.js" --bundle --format=iife \
+      --platform=browser '--external:node:*' --log-level=warning --outfile="$OUT/engine-worker.js"
+  fi
+fi
 NODE_FLAGS=()
 [[ ",$builds," == *",memory64,"* ]] && NODE_FLAGS=(--experimental-wasm-memory64)
 exec node "${NODE_FLAGS[@]}" "$ROOT/bench/wasm.mjs" "$@"

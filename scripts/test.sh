@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: the C++ suite (GoogleTest through CTest), the PyTorch parity suite, the
-# WebAssembly build in Node, and the WebGPU backend in Node on SwiftShader.
+# WebAssembly build in Node and in headless Chromium, the playground site in headless Chromium,
+# and the WebGPU backend in Node on SwiftShader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,5 +12,9 @@ echo "== PyTorch reference and parity tests (pytest)"
 /usr/bin/python3 -m pytest tests/python -q
 echo "== WebAssembly engine (SIMD + threads) against native, in Node"
 PTL_NATIVE_BIN="$PWD/build/ptl" tests/wasm/run.sh simd-threads
+echo "== WebAssembly engine in headless Chromium (Web Worker; isolated and not)"
+PTL_NATIVE_BIN="$PWD/build/ptl" tests/browser/run.sh
+echo "== The playground site in headless Chromium (WebAssembly and WebGPU on SwiftShader)"
+PTL_NATIVE_BIN="$PWD/build/ptl" web/site/tests/run.sh
 echo "== WebGPU backend against the CPU engine, in Node on SwiftShader"
 PTL_BUILD_DIR="$PWD/build" npm --prefix web/webgpu test

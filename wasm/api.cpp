@@ -452,8 +452,9 @@ EMSCRIPTEN_KEEPALIVE double ptl_result_size() { return double(g_bytes.size()); }
 
 // The serialised program (Program::to_json) of this model: "train" (forward, backward, AdamW
 // at the trainer's batch), "eval", "forward" (at the trainer's batch and the model's context)
-// "generate" (one token with a KV cache) or "inspect" (one sequence of ctx tokens with every
-// layer's attention probabilities; ptl_inspect builds it for the prompt's length).
+// "generate" (one token with a KV cache), "window" (the forward program for one sequence: a
+// generator past the context recomputes its window with it) or "inspect" (one sequence of ctx
+// tokens with every layer's attention probabilities; ptl_inspect builds it for the prompt's length).
 EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) {
   return guarded([&] {
     Session& s = session(h);
@@ -466,8 +467,9 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) 
     else if (which == "eval") p = ptl::build_eval_program(t.model_config(), opt);
     else if (which == "forward") p = ptl::build_forward_program(t.model_config(), opt);
     else if (which == "generate") p = ptl::build_generate_program(t.model_config());
+    else if (which == "window") p = ptl::build_forward_program(t.model_config(), ptl::BuildOptions{});
     else if (which == "inspect") p = ptl::build_inspect_program(t.model_config(), t.model_config().ctx);
-    else ptl::fail("unknown program '" + which + "' (train, eval, forward, generate or inspect)");
+    else ptl::fail("unknown program '" + which + "' (train, eval, forward, generate, window or inspect)");
     return text_result(p.to_json().dump());
   }, (const char*)nullptr);
 }

@@ -47,3 +47,37 @@ int __unordtf2(long double a, long double b) {
   return (bits(a) & ~sign) > inf || (bits(b) & ~sign) > inf;
 }
 }
+
+// sbrk past 4 GiB. Emscripten 3.1.6's sbrk (system/lib/sbrk.c) refuses any increment whose new
+// break has smaller low 32 bits than the old one ("a 32-bit overflow ... never possible in
+// wasm32"), so on wasm64 malloc fails as soon as the heap's break crosses a multiple of 4 GiB,
+// with memory to spare (found by tests/browser/memory64.slow.mjs in Chromium, where a 64-bit
+// memory may exceed 4 GiB). The same three functions as sbrk.c (so its object is never linked),
+// single-threaded like this build, with a real overflow check instead.
+#include <cerrno>
+#include <emscripten/heap.h>
+
+extern "C" {
+extern size_t __heap_base;
+static uintptr_t ptl_sbrk_val = reinterpret_cast<uintptr_t>(&__heap_base);
+
+uintptr_t* emscripten_get_sbrk_ptr() { return &ptl_sbrk_val; }
+
+void* sbrk(intptr_t increment_) {
+  uintptr_t increment = (static_cast<uintptr_t>(increment_) + 3) & ~uintptr_t(3);
+  const uintptr_t old_brk = ptl_sbrk_val;
+  const uintptr_t new_brk = old_brk + increment;
+  const bool overflow = increment_ > 0 ? new_brk < old_brk : new_brk > old_brk;
+  if (overflow || (new_brk > emscripten_get_heap_size() && !emscripten_resize_heap(new_brk))) {
+    errno = ENOMEM;
+    return reinterpret_cast<void*>(-1);
+  }
+  ptl_sbrk_val = new_brk;
+  return reinterpret_cast<void*>(old_brk);
+}
+
+int brk(void* ptr) {
+  const uintptr_t last = reinterpret_cast<uintptr_t>(sbrk(0));
+  return sbrk(static_cast<intptr_t>(reinterpret_cast<uintptr_t>(ptr) - last)) == reinterpret_cast<void*>(-1) ? -1 : 0;
+}
+}

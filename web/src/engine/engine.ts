@@ -134,7 +134,7 @@ export interface GenerateResult {
   text: string;
 }
 
-export type ProgramName = "train" | "eval" | "forward" | "generate" | "inspect";
+export type ProgramName = "train" | "eval" | "forward" | "generate" | "window" | "inspect";
 
 /** LoRA adapters: rank r, scale alpha / r, on any of q, k, v, o, fc_in, fc_out. */
 export interface LoraOptions {

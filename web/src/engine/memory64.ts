@@ -147,6 +147,30 @@ function wrapExport(fn: AnyFn, type: FuncType): AnyFn {
 }
 
 /**
+ * The glue grows the heap with `wasmMemory.grow(pages)`, a Number. Engines that implement the
+ * final Memory64 JavaScript API (Chromium 156, here) take and return BigInts for a 64-bit memory's
+ * page counts ("Cannot convert 1 to a BigInt"); Node 20's experimental Memory64 takes Numbers.
+ * So grow gets an own wrapper that retries with a BigInt and always returns a Number.
+ */
+function adaptMemory(memory: WebAssembly.Memory): WebAssembly.Memory {
+  const grow = WebAssembly.Memory.prototype.grow;
+  Object.defineProperty(memory, "grow", {
+    configurable: true,
+    value(delta: number | bigint): number {
+      let old: unknown;
+      try {
+        old = grow.call(memory, delta as number);
+      } catch (e) {
+        if (!(e instanceof TypeError) || typeof delta !== "number") throw e;
+        old = grow.call(memory, BigInt(delta) as unknown as number);
+      }
+      return Number(old);
+    },
+  });
+  return memory;
+}
+
+/**
  * Module.instantiateWasm for the Memory64 build: instantiates `binary` with the glue's imports
  * adapted, and hands the glue exports adapted the other way.
  */
@@ -166,7 +190,12 @@ export function memory64Instantiator(binary: Uint8Array) {
         const exports: Record<string, unknown> = {};
         for (const [name, value] of Object.entries(instance.exports)) {
           const type = sigs.exports.get(name);
-          exports[name] = typeof value === "function" && type ? wrapExport(value as AnyFn, type) : value;
+          exports[name] =
+            value instanceof WebAssembly.Memory
+              ? adaptMemory(value)
+              : typeof value === "function" && type
+                ? wrapExport(value as AnyFn, type)
+                : value;
         }
         receive({ exports }, module);
       },
