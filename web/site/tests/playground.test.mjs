@@ -100,6 +100,23 @@ test('WebGPU (SwiftShader): auto picks WebGPU; Tiny trains 30 steps, the loss fa
     assert.ok((await page.locator('#samples li').count()) >= 1, 'a sample appears');
     assert.match(await page.textContent('#status'), /Finished 30 steps/);
     await shootBoth(page, 'playground-trained-webgpu');
+
+    // Sampling and "watch the model think" on the GPU (generate / window / inspect programs).
+    await page.fill('#length', '40');
+    await page.click('#generate');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready' && document.getElementById('gen-stats').textContent.startsWith('40 bytes'));
+    await page.click('#inspect');
+    await page.waitForFunction(() => !document.getElementById('inspect-out').hidden && document.body.dataset.state === 'ready');
+    assert.equal(await page.locator('#attention canvas').count(), 2 * 3);
+    const topBytes = () => page.$$eval('#top10 > span:nth-child(3n+1)', (els) => els.map((e) => e.textContent));
+    const gpuTop = await topBytes();
+    assert.equal(gpuTop.length, 10);
+    // The same weights on the CPU (switching backends brings the GPU's weights back): the same top 10.
+    await page.selectOption('#backend', 'wasm-threads');
+    await page.waitForFunction(() => document.body.dataset.backend === 'wasm');
+    await page.click('#inspect');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready');
+    assert.deepEqual(await topBytes(), gpuTop, 'top-10 next bytes agree between WebGPU and WebAssembly');
     s.assertNoErrors('the playground (WebGPU)');
   } finally {
     await s.close();

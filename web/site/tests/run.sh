@@ -26,5 +26,5 @@ export PTL_PRETRAINED_MODEL="$OUT/pretrained/model.tinygpt"
 (cd "$SITE" && npm run --silent build >"$OUT/site-build.log" 2>&1) || { tail -40 "$OUT/site-build.log"; die "the site did not build (log: $OUT/site-build.log)"; }
 
 files=("$@")
-((${#files[@]})) || files=("$SITE/tests/playground.test.mjs" "$SITE/tests/datasets.test.mjs" "$SITE/tests/routes.test.mjs")
+((${#files[@]})) || files=("$SITE"/tests/*.test.mjs)
 node --test --test-concurrency=1 "${files[@]}"

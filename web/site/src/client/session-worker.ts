@@ -11,6 +11,8 @@
 // loader uses importScripts.
 import { Engine, EngineError, LoadedModule, loadModule } from '../../../src/engine/engine.js';
 import { WebGPUBackend, WebGPUTrainer, decodeSafeTensors, encodeSafeTensors } from '../../../webgpu/src/index.js';
+import { WebGPUGenerator } from '../../../webgpu/src/generate.js';
+import { WebGPUInspector } from '../../../webgpu/src/inspect.js';
 import type { Executor } from '../../../webgpu/src/executor.js';
 import type { Backend, InspectResult, Method, Methods, ModelSummary, Reply, RunSettings, RunState, WorkerEvent } from './protocol.js';
 import { kernelSource } from './kernels.js';
@@ -25,7 +27,17 @@ let backend: Backend = 'wasm';
 let corpus: { bytes: Uint8Array; info: RunState['corpus'] } | null = null;
 let corpusSaved = false;
 let state: RunState | null = null;
-let gpu: { be: WebGPUBackend; exec: Executor; trainer: WebGPUTrainer; adapter: string; batch: number; dirty: boolean } | null = null;
+// The GPU side: a backend holding the weights (and moments), the train program once training
+// starts there, and the inference programs (generate, inspect) on the same weights.
+interface GpuState {
+  be: WebGPUBackend;
+  adapter: string;
+  train: { exec: Executor; trainer: WebGPUTrainer; batch: number } | null;
+  generator: WebGPUGenerator | null;
+  inspector: WebGPUInspector | null;
+  dirty: boolean; // the GPU's weights are newer than the engine's
+}
+let gpu: GpuState | null = null;
 let abort: AbortController | null = null;
 
 const needEngine = (): Engine => {
@@ -54,18 +66,18 @@ function replaceEngine(next: Engine): void {
 
 function dropGpu(): void {
   if (!gpu) return;
-  gpu.exec.destroy();
+  gpu.train?.exec.destroy();
+  gpu.generator?.destroy();
+  gpu.inspector?.destroy();
   gpu.be.destroy();
   gpu.be.device.destroy();
   gpu = null;
 }
 
-/** Puts the engine's current weights (and AdamW moments) on the GPU with its train program. */
-async function startGpu(onLoss: (loss: number, gradNorm: number, step: number) => void): Promise<void> {
+/** A WebGPU device holding the engine's current weights and AdamW moments. */
+async function ensureGpu(): Promise<GpuState> {
+  if (gpu) return gpu;
   const e = needEngine();
-  const info = await e.info();
-  if (gpu && gpu.batch === info.train.batch) return;
-  dropGpu();
   const nav = scope.navigator as Navigator & { gpu?: GPU };
   if (!nav.gpu) throw new EngineError('WebGPU is not available in this browser', 'webgpu');
   const adapter = await nav.gpu.requestAdapter({ powerPreference: 'high-performance' });
@@ -74,10 +86,21 @@ async function startGpu(onLoss: (loss: number, gradNorm: number, step: number) =
   const be = new WebGPUBackend(device, kernelSource());
   const ckpt = decodeSafeTensors(await e.exportCheckpoint({ optimizer: true }), 'engine state');
   be.loadWeights(ckpt.tensors);
-  const exec = await be.load(JSON.stringify(await e.exportProgram('train')));
-  const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss: (r) => onLoss(r.loss, r.gradNorm, r.step) }, info.step);
   const a = adapter.info;
-  gpu = { be, exec, trainer, batch: info.train.batch, adapter: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'WebGPU adapter', dirty: false };
+  gpu = { be, adapter: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'WebGPU adapter', train: null, generator: null, inspector: null, dirty: false };
+  return gpu;
+}
+
+/** The train program on the GPU, from the engine's current state. */
+async function startGpu(onLoss: (loss: number, gradNorm: number, step: number) => void): Promise<void> {
+  const e = needEngine();
+  const info = await e.info();
+  if (gpu?.train && gpu.train.batch === info.train.batch) return;
+  if (gpu?.train) dropGpu();
+  const g = await ensureGpu();
+  const exec = await g.be.load(JSON.stringify(await e.exportProgram('train')));
+  const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss: (r) => onLoss(r.loss, r.gradNorm, r.step) }, info.step);
+  g.train = { exec, trainer, batch: info.train.batch };
 }
 
 /**
@@ -86,15 +109,15 @@ async function startGpu(onLoss: (loss: number, gradNorm: number, step: number) =
  * with the step and token count of the GPU run.
  */
 async function syncFromGpu(): Promise<void> {
-  if (!gpu || !gpu.dirty) return;
+  if (!gpu || !gpu.dirty || !gpu.train) return;
   const e = needEngine();
-  await gpu.trainer.flush();
+  await gpu.train.trainer.flush();
   const cur = decodeSafeTensors(await e.exportCheckpoint({ optimizer: true }), 'engine state');
   const missing = cur.tensors.find((t) => !gpu!.be.store.has(t.name));
   if (missing) throw new EngineError(`tensor '${missing.name}' is not on the GPU`, 'webgpu');
   const data = await gpu.be.read(cur.tensors.map((t) => gpu!.be.store.get(t.name)!));
   const stateMeta = JSON.parse(cur.metadata['train_state'] ?? '{}') as Record<string, unknown>;
-  stateMeta['step'] = gpu.trainer.step;
+  stateMeta['step'] = gpu.train.trainer.step;
   cur.metadata['train_state'] = JSON.stringify(stateMeta);
   const bytes = encodeSafeTensors({ metadata: cur.metadata, tensors: cur.tensors.map((t) => ({ ...t, data: data.get(t.name)! })) });
   await e.importCheckpoint(bytes, 'WebGPU state');
@@ -123,7 +146,7 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
       const now = performance.now();
       const seconds = (now - last) / 1000;
       last = now;
-      const tokens = gpu!.trainer.exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
+      const tokens = gpu!.train!.exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
       const m = { step: at, loss, lr: lrs.get(at) ?? 0, grad_norm: gradNorm, tokens, seconds, tokens_per_s: seconds > 0 ? tokens / seconds : 0, elapsed_s: startElapsed + (now - t0) / 1000 };
       lrs.delete(at);
       state!.steps.push(m);
@@ -134,14 +157,15 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
   while (step < s.steps && !signal.aborted) {
     if (backend === 'webgpu') {
       const g = gpu!;
+      const t = g.train!.trainer;
       const b = await e.nextBatch();
-      lrs.set(g.trainer.step + 1, b.lr);
-      g.trainer.trainStep(b.tokens, b.targets, b.lr);
+      lrs.set(t.step + 1, b.lr);
+      t.trainStep(b.tokens, b.targets, b.lr);
       g.dirty = true;
-      step = g.trainer.step;
+      step = t.step;
       // Keep at most a few steps in flight: the losses arrive in order, and a deep queue would
       // make "pause" lag behind the button.
-      if (step % 4 === 0) await g.trainer.flush();
+      if (step % 4 === 0) await t.flush();
     } else {
       const [m] = await e.train(1);
       if (m) {
@@ -251,6 +275,7 @@ async function handle(id: number, method: Method, params: unknown, signal: Abort
       return train(id, (params as Methods['train']['params']).settings, signal);
     case 'generate': {
       const p = params as Methods['generate']['params'];
+      if (backend === 'webgpu') return generateOnGpu(id, p, signal);
       await syncFromGpu();
       const decoder = new TextDecoder('utf-8');
       const t0 = performance.now();
@@ -273,6 +298,7 @@ async function handle(id: number, method: Method, params: unknown, signal: Abort
     }
     case 'inspect': {
       const p = params as Methods['inspect']['params'];
+      if (backend === 'webgpu') return inspectOnGpu(p.prompt);
       await syncFromGpu();
       return inspect(p.prompt);
     }
@@ -387,6 +413,47 @@ async function ftStart(id: number, p: Methods['ftStart']['params'], signal: Abor
   }
   const after = (await tuned.validationLoss()).loss;
   return ftSummary(before, after);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampling and inspection on the GPU, with the engine's generate / window / inspect programs
+// over the weights the GPU already holds (the same kernels as training, plus the KV cache ones).
+
+/** The prompt's last ctx bytes, as the engine crops it (an empty prompt is a newline). */
+async function promptTokens(prompt: string): Promise<number[]> {
+  const ctx = (await needEngine().info()).model.ctx;
+  const bytes = [...new TextEncoder().encode(prompt)];
+  return bytes.length === 0 ? [10] : bytes.slice(-ctx);
+}
+
+async function generateOnGpu(id: number, p: Methods['generate']['params'], signal: AbortSignal): Promise<Methods['generate']['result']> {
+  const g = await ensureGpu();
+  const e = needEngine();
+  if (!g.generator) g.generator = await WebGPUGenerator.create(g.be, JSON.stringify(await e.exportProgram('generate')), JSON.stringify(await e.exportProgram('window')));
+  const decoder = new TextDecoder('utf-8');
+  const t0 = performance.now();
+  let first = 0;
+  let n = 0;
+  const out = await g.generator.generate(new TextEncoder().encode(p.prompt), { maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, topP: p.topP, seed: p.seed }, (tok) => {
+    if (n++ === 0) first = performance.now() - t0;
+    const text = decoder.decode(Uint8Array.of(tok), { stream: true });
+    if (text) post({ id, event: 'token', data: { text } });
+    return !signal.aborted;
+  });
+  const tail = decoder.decode();
+  if (tail) post({ id, event: 'token', data: { text: tail } });
+  return { text: new TextDecoder().decode(Uint8Array.from(out)), tokens: n, seconds: (performance.now() - t0) / 1000, firstTokenSeconds: first / 1000 };
+}
+
+async function inspectOnGpu(prompt: string): Promise<InspectResult> {
+  const g = await ensureGpu();
+  if (!g.inspector) g.inspector = await WebGPUInspector.create(g.be, JSON.stringify(await needEngine().exportProgram('inspect')));
+  const tokens = await promptTokens(prompt);
+  const ins = await g.inspector.inspect(tokens);
+  const T = tokens.length;
+  const top = WebGPUInspector.topK(ins, T - 1, 10).map((t) => ({ byte: t.token, prob: t.prob }));
+  const attention = ins.probs.map((layer) => Array.from({ length: ins.heads }, (_, h) => layer.subarray(h * T * T, (h + 1) * T * T)));
+  return { tokens, top, layers: ins.probs.length, heads: ins.heads, T, attention };
 }
 
 async function inspect(prompt: string): Promise<InspectResult> {
