@@ -4,11 +4,15 @@
 //
 //   (cd web/webgpu && npm install && npm run build)
 //   node bench/webgpu_bench.mjs [--presets tiny,small,...|all] [--matmul preset|4096|none]
-//                               [--steps 20] [--warmup 3] [--reps 20] [--ptl build-gpu/ptl] [--profile]
-//                               [--tile 64|128] [--split N] [--attn-rows 32|64] [--dawn enable-dawn-features=...]
+//                               [--layouts fwd,dx,dW] [--train 1|0] [--tag NAME] [--repeat N (4096^3: median of N)]
+//                               [--steps 20] [--warmup 3] [--reps 20] [--warm-s 0.5] [--min-ms 300]
+//                               [--ptl build-gpu/ptl] [--profile]
+//                               [--tile 64|128] [--bk 8|16] [--nt 0|1] [--split N] [--attn-rows 32|64] [--dawn 'enable-dawn-features=a,b;...']
 //
 // Prints one JSON line per measurement and a summary line:
-//   {"kind":"matmul","shape":"...","M","N","K","ms","gflops","max_rel_err"}
+//   {"kind":"matmul","layout":"fwd|dx|dW","shape":"...","M","N","K","ms","gflops","max_rel_err","kernel"}
+// Layouts (the three products of a Linear layer x[M,K], W[N,K], dy[M,N]; 2MNK flops each):
+//   fwd y = x W^T (op linear), dx = dy W and dW = dy^T x (op linear_backward with one output).
 //   {"kind":"train_step","preset","batch","ms_per_step","tokens_per_s","dispatches","loss_first","loss_last"}
 //   {"kind":"summary","adapter", ...}
 // Timing: after at least 0.5 s of untimed runs (the GPU clocks ramp up under load), `reps`
@@ -55,15 +59,22 @@ const matmulMode = String(args.matmul ?? 'preset,4096');
 const steps = Number(args.steps ?? 20);
 const warmup = Number(args.warmup ?? 3);
 const reps = Number(args.reps ?? 20);
+const warmS = Number(args['warm-s'] ?? 0.5);
+const minMs = Number(args['min-ms'] ?? 300);
+const layouts = String(args.layouts ?? 'fwd').split(',').filter(Boolean);
+const doTrain = String(args.train ?? '1') !== '0';
+const tag = args.tag ? String(args.tag) : undefined;
 const ptl = String(args.ptl ?? process.env.PTL ?? path.join(ROOT, 'build-gpu', 'ptl'));
 
 const tileOpt = args.tile ? Number(args.tile) : 'auto';
 const splitOpt = args.split ? Number(args.split) : 'auto';
 const rowsOpt = args['attn-rows'] ? Number(args['attn-rows']) : 'auto';
-const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(',') : [], { matmulTile: tileOpt, matmulSplit: splitOpt, attentionRows: rowsOpt });
+const bkOpt = args.bk ? Number(args.bk) : 'auto';
+const ntOpt = args.nt === undefined ? 'auto' : String(args.nt) !== '0';
+const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : [], { matmulTile: tileOpt, matmulSplit: splitOpt, attentionRows: rowsOpt, matmulBK: bkOpt, matmulNT: ntOpt });
 const { backend: be, device } = gpu;
-const emit = (o) => console.log(JSON.stringify(o));
-const summary = { kind: 'summary', adapter: gpu.description, matmul_tile: tileOpt, matmul_split: splitOpt, attention_rows: rowsOpt, dawn: args.dawn ?? null, features: [...gpu.adapter.features].filter((f) => /subgroup|timestamp|f16/.test(f)),
+const emit = (o) => console.log(JSON.stringify(tag === undefined ? o : { tag, ...o }));
+const summary = { kind: 'summary', adapter: gpu.description, matmul_tile: tileOpt, matmul_bk: bkOpt, matmul_nt: ntOpt, matmul_split: splitOpt, attention_rows: rowsOpt, dawn: args.dawn ?? null, features: [...gpu.adapter.features].filter((f) => /subgroup|timestamp|f16/.test(f)),
   maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize, matmul: [], train: [] };
 
 function lcg(seed) {
@@ -73,7 +84,7 @@ function lcg(seed) {
 const t = (name, shape, kind = 'activation') => ({ name, kind, dtype: 'f32', shape, trainable: false });
 
 // Untimed runs until at least `seconds` have passed (GPU clocks ramp up under load).
-async function warm(ex, seconds = 0.5) {
+async function warm(ex, seconds = warmS) {
   const t0 = performance.now();
   let n = 1;
   while (performance.now() - t0 < seconds * 1000) {
@@ -92,31 +103,59 @@ async function timeRuns(ex, count) {
   return (performance.now() - t0) / count;
 }
 
-// ---- matmul: y[M,N] = x[M,K] W[N,K]^T (the forward Linear layout) -------------------------------
-async function benchMatmul(label, M, N, K) {
-  const program = { format: 'ptl-program', version: 1, name: `matmul ${label}`,
-    tensors: [t('x', [M, K]), t('W', [N, K]), t('y', [M, N])], ops: [{ op: 'linear', inputs: [0, 1, -1], outputs: [2], attrs: {} }] };
+// ---- matmul: the three products of a Linear layer x[M,K], W[N,K], dy[M,N] ----------------------
+//   fwd: y = x W^T [M,N]   dx: dy W [M,K]   dW: dy^T x [N,K]
+async function benchMatmul(label, M, N, K, layout = 'fwd', repeat = 1) {
+  const tensors = [t('x', [M, K]), t('W', [N, K]), t('y', [M, N])];
+  let op;
+  if (layout === 'fwd') op = { op: 'linear', inputs: [0, 1, -1], outputs: [2], attrs: {} };
+  else {
+    tensors.push(t('dx', [M, K]), t('dW', [N, K]));
+    op = { op: 'linear_backward', inputs: [2, 0, 1], outputs: layout === 'dx' ? [3, -1, -1] : [-1, 4, -1], attrs: {} };
+  }
+  const program = { format: 'ptl-program', version: 1, name: `matmul ${layout} ${label}`, tensors, ops: [op] };
   const ex = await be.load(program);
   const r = lcg(M * 31 + N * 7 + K);
   const x = Float32Array.from({ length: M * K }, r), W = Float32Array.from({ length: N * K }, r);
   ex.write('x', x);
   ex.write('W', W);
-  await warm(ex);
-  const est = await timeRuns(ex, 1);
-  const n = Math.max(reps, Math.ceil(300 / Math.max(est, 1e-3))); // at least ~0.3 s of work
-  const ms = await timeRuns(ex, Math.min(n, 5000));
+  let dy;
+  if (layout !== 'fwd') { dy = Float32Array.from({ length: M * N }, r); ex.write('y', dy); }
+  const all = [];
+  for (let rep = 0; rep < repeat; rep++) {
+    await warm(ex);
+    const est = await timeRuns(ex, 1);
+    const n = Math.max(reps, Math.ceil(minMs / Math.max(est, 1e-3)));
+    all.push(await timeRuns(ex, Math.min(n, 5000)));
+  }
+  const sorted = [...all].sort((p, q) => p - q);
+  const ms = sorted[(sorted.length - 1) >> 1]; // median (lower middle)
   // Spot-check 16 outputs against a float64 dot product.
-  const y = await ex.read('y');
+  const out = await ex.read(layout === 'fwd' ? 'y' : layout);
   let maxRel = 0;
   for (let s = 0; s < 16; s++) {
-    const i = (s * 7919) % M, j = (s * 104729) % N;
-    let ref = 0, mag = 0;
-    for (let k = 0; k < K; k++) { ref += x[i * K + k] * W[j * K + k]; mag += Math.abs(x[i * K + k] * W[j * K + k]); }
-    maxRel = Math.max(maxRel, Math.abs(y[i * N + j] - ref) / Math.max(mag, 1e-30));
+    let ref = 0, mag = 0, got;
+    if (layout === 'fwd') {
+      const i = (s * 7919) % M, j = (s * 104729) % N;
+      for (let k = 0; k < K; k++) { ref += x[i * K + k] * W[j * K + k]; mag += Math.abs(x[i * K + k] * W[j * K + k]); }
+      got = out[i * N + j];
+    } else if (layout === 'dx') {
+      const i = (s * 7919) % M, k = (s * 104729) % K;
+      for (let j = 0; j < N; j++) { ref += dy[i * N + j] * W[j * K + k]; mag += Math.abs(dy[i * N + j] * W[j * K + k]); }
+      got = out[i * K + k];
+    } else {
+      const j = (s * 7919) % N, k = (s * 104729) % K;
+      for (let i = 0; i < M; i++) { ref += dy[i * N + j] * x[i * K + k]; mag += Math.abs(dy[i * N + j] * x[i * K + k]); }
+      got = out[j * K + k];
+    }
+    maxRel = Math.max(maxRel, Math.abs(got - ref) / Math.max(mag, 1e-30));
   }
+  const kernel = ex.specs ? [...new Set(ex.specs.map((sp) => `${sp.kernel}${sp.defines?.BK ? `/bk${sp.defines.BK}` : ''}${/split/.test(sp.label) ? '+split' : ''}`))].join(',') : undefined;
   ex.destroy();
-  const o = { kind: 'matmul', shape: label, M, N, K, ms: +ms.toFixed(4), gflops: +((2 * M * N * K) / (ms * 1e6)).toPrecision(4), max_rel_err: maxRel };
-  summary.matmul.push({ shape: label, gflops: o.gflops });
+  const gf = (t) => +((2 * M * N * K) / (t * 1e6)).toPrecision(4);
+  const o = { kind: 'matmul', layout, shape: label, M, N, K, ms: +ms.toFixed(4), gflops: gf(ms), max_rel_err: maxRel, kernel };
+  if (repeat > 1) Object.assign(o, { repeats: repeat, gflops_best: gf(sorted[0]), gflops_all: all.map(gf) });
+  summary.matmul.push({ layout, shape: label, gflops: o.gflops });
   emit(o);
 }
 
@@ -126,16 +165,18 @@ if (matmulMode !== 'none') {
     for (const p of presets) {
       const c = PRESETS[p];
       const M = c.batch * c.ctx;
-      await benchMatmul(`${p} qkv/o`, M, c.d, c.d);
-      await benchMatmul(`${p} fc_in`, M, 4 * c.d, c.d);
-      await benchMatmul(`${p} fc_out`, M, c.d, 4 * c.d);
-      await benchMatmul(`${p} lm_head`, M, 256, c.d);
+      for (const l of layouts) {
+        await benchMatmul(`${p} qkv/o`, M, c.d, c.d, l);
+        await benchMatmul(`${p} fc_in`, M, 4 * c.d, c.d, l);
+        await benchMatmul(`${p} fc_out`, M, c.d, 4 * c.d, l);
+        await benchMatmul(`${p} lm_head`, M, 256, c.d, l);
+      }
     }
-  if (modes.includes('4096')) await benchMatmul('4096^3', 4096, 4096, 4096);
+  if (modes.includes('4096')) for (const l of layouts) await benchMatmul('4096^3', 4096, 4096, 4096, l, Number(args.repeat ?? 1));
 }
 
 // ---- training steps ------------------------------------------------------------------------------
-for (const p of presets) {
+for (const p of doTrain ? presets : []) {
   const c = PRESETS[p];
   const program = JSON.parse(execFileSync(ptl, ['program', '--preset', p, '--program', 'train'], { encoding: 'utf8', maxBuffer: 1 << 28 }));
   const r = lcg(7);
