@@ -460,15 +460,22 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) 
     Session& s = session(h);
     const std::string which = which_c && *which_c ? which_c : "train";
     const ptl::Trainer& t = *s.trainer;
+    // The programs the trainer itself runs: with its LoRA adapters, and for SFT data the loss
+    // mask (an input "loss_mask" [batch, ctx] that ptl_next_batch supplies).
     ptl::BuildOptions opt;
     opt.batch = t.train_config().batch;
+    opt.lora = t.lora_config();
+    ptl::BuildOptions one;
+    one.lora = t.lora_config();
     ptl::Program p;
-    if (which == "train") p = ptl::build_train_program(t.model_config(), opt, t.train_config());
-    else if (which == "eval") p = ptl::build_eval_program(t.model_config(), opt);
+    if (which == "train") {
+      opt.loss_mask = t.has_sft_data();
+      p = ptl::build_train_program(t.model_config(), opt, t.train_config());
+    } else if (which == "eval") p = ptl::build_eval_program(t.model_config(), opt);
     else if (which == "forward") p = ptl::build_forward_program(t.model_config(), opt);
-    else if (which == "generate") p = ptl::build_generate_program(t.model_config());
-    else if (which == "window") p = ptl::build_forward_program(t.model_config(), ptl::BuildOptions{});
-    else if (which == "inspect") p = ptl::build_inspect_program(t.model_config(), t.model_config().ctx);
+    else if (which == "generate") p = ptl::build_generate_program(t.model_config(), t.lora_config());
+    else if (which == "window") p = ptl::build_forward_program(t.model_config(), one);
+    else if (which == "inspect") p = ptl::build_inspect_program(t.model_config(), t.model_config().ctx, t.lora_config());
     else ptl::fail("unknown program '" + which + "' (train, eval, forward, generate, window or inspect)");
     return text_result(p.to_json().dump());
   }, (const char*)nullptr);
@@ -481,18 +488,19 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) 
 // elsewhere (step and tokens_seen advance as ptl_train's would). So after N calls the trainer's
 // data order, step and token count are those of N ptl_train steps; only the weights stay (bring
 // the other executor's back with ptl_load_checkpoint). Bytes (length ptl_result_size()): the
-// tokens then the targets, int32 little-endian, [batch, ctx] each, row-major. The step's learning
+// tokens then the targets, int32 little-endian, [batch, ctx] each, row-major; with SFT data then
+// the loss mask, float32 [batch, ctx] (the train program's "loss_mask" input). The step's learning
 // rate is ptl_lr_at(h, step - 1) with step the trainer's step after this call (ptl_info).
 EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_next_batch(int h) {
   return guarded([&] {
     Session& s = session(h);
     ptl::Trainer& t = *s.trainer;
-    // Checked before the draw, so a refusal leaves the data order as it was.
-    ptl::check(!t.has_sft_data(), "the trainer has SFT data, whose batches carry a loss mask that ptl_next_batch does not export");
     ptl::Batch b = t.next_train_batch();
-    std::vector<uint8_t> out((b.inputs.size() + b.targets.size()) * 4);
-    std::memcpy(out.data(), b.inputs.data(), b.inputs.size() * 4);  // wasm is little-endian
-    std::memcpy(out.data() + b.inputs.size() * 4, b.targets.data(), b.targets.size() * 4);
+    const size_t n = b.inputs.size();
+    std::vector<uint8_t> out((b.mask.empty() ? 2 : 3) * n * 4);
+    std::memcpy(out.data(), b.inputs.data(), n * 4);  // wasm is little-endian
+    std::memcpy(out.data() + n * 4, b.targets.data(), n * 4);
+    if (!b.mask.empty()) std::memcpy(out.data() + 2 * n * 4, b.mask.data(), n * 4);
     t.count_external_step(b);
     s.gen.reset();
     g_bytes = std::move(out);

@@ -41,7 +41,7 @@ test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; downl
     assert.equal(await page.evaluate(() => document.body.dataset.backend), 'wasm');
     assert.equal(await page.evaluate(() => document.body.dataset.variant), 'simd-threads');
     assertLearned(await losses(page), 30, 'WebAssembly');
-    assert.match(await page.textContent('#status'), /Finished 30 steps/);
+    assert.match(await page.textContent('#status'), /Finished 30 steps on WebAssembly \(simd-threads\)/);
     assert.ok((await page.locator('#samples li').count()) >= 1, 'a sample appears');
     assert.ok((await page.textContent('#samples pre')).length > 20, 'the sample has text');
     assert.match(await page.textContent('#s-val'), /^\d+\.\d+$/, 'validation loss shown');
@@ -98,7 +98,7 @@ test('WebGPU (SwiftShader): auto picks WebGPU; Tiny trains 30 steps, the loss fa
     assert.match(await page.textContent('#backend-info'), /WebGPU/);
     assertLearned(await losses(page), 30, 'WebGPU');
     assert.ok((await page.locator('#samples li').count()) >= 1, 'a sample appears');
-    assert.match(await page.textContent('#status'), /Finished 30 steps/);
+    assert.match(await page.textContent('#status'), /Finished 30 steps on WebGPU \(.*swiftshader.*\)/i);
     await shootBoth(page, 'playground-trained-webgpu');
 
     // Sampling and "watch the model think" on the GPU (generate / window / inspect programs).

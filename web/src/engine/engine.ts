@@ -167,6 +167,8 @@ export interface NextBatch {
   tokens: Int32Array;
   /** The next byte of each input (the tokens shifted by one), [batch, seq]. */
   targets: Int32Array;
+  /** SFT: the loss weight of each position (1 on response bytes), [batch, seq]; absent otherwise. */
+  mask?: Float32Array;
   batch: number;
   seq: number;
   /** The 1-based number of this step (optim.hparams[1] of the training program). */
@@ -672,10 +674,12 @@ export class Engine {
     const h = this.h();
     const bytes = this.module.bytes(this.m._ptl_next_batch(h), "ptl_next_batch");
     const info = await this.info();
-    const n = bytes.length / 8; // tokens then targets, int32 little-endian
+    // tokens then targets, int32 little-endian; with SFT data then the loss mask, float32
+    const n = info.train.batch * info.model.ctx;
     const all = new Int32Array(bytes.buffer, bytes.byteOffset, 2 * n);
+    const mask = bytes.length === 12 * n ? new Float32Array(bytes.buffer, bytes.byteOffset + 8 * n, n) : undefined;
     const lr = this.lrAt(info.step - 1);
-    return { tokens: all.subarray(0, n), targets: all.subarray(n), batch: info.train.batch, seq: n / info.train.batch, step: info.step, lr };
+    return { tokens: all.subarray(0, n), targets: all.subarray(n, 2 * n), ...(mask ? { mask } : {}), batch: info.train.batch, seq: info.model.ctx, step: info.step, lr };
   }
 
   /** The learning rate of 0-based step `step` (1-based step step + 1) under the current schedule. */

@@ -34,7 +34,7 @@ export function wireFinetune(session: () => Session, hasModel: () => boolean): {
     const losses = s.base_val_loss !== null && s.tuned_val_loss !== null
       ? ` Held-out loss ${s.base_val_loss.toFixed(4)} → ${s.tuned_val_loss.toFixed(4)} (perplexity ${Math.exp(s.base_val_loss).toFixed(2)} → ${Math.exp(s.tuned_val_loss).toFixed(2)}).`
       : '';
-    return `Fine-tuned ${s.step} steps, ${what}.${losses}`;
+    return `Fine-tuned ${s.step} steps${s.backend ? ` on ${s.backend === 'webgpu' ? 'WebGPU' : 'WebAssembly'}` : ''}, ${what}.${losses}`;
   };
 
   $('ft-start').addEventListener('click', async () => {

@@ -131,7 +131,9 @@ async function applyChoice(): Promise<void> {
     if (carry) model = (await session.call('open', { bytes: carry, name: 'current model' })) as ModelSummary;
     if (corpusBytes) await session.call('setCorpus', { bytes: corpusBytes, info: corpusInfo });
   }
-  if (model) model = await session.call('setBackend', { backend: choice.backend });
+  // The worker trains, samples and inspects on this backend from now on.
+  const m = await session.call('setBackend', { backend: choice.backend });
+  if (m) model = m;
   document.body.dataset['backend'] = choice.backend;
   document.body.dataset['variant'] = choice.variant;
   describePreset();
@@ -298,7 +300,7 @@ async function runTraining(fresh: boolean): Promise<void> {
     }
     runStartStep = model!.info.step;
     runStartTime = performance.now();
-    status(`Training on ${choice.backend === 'webgpu' ? `WebGPU${model!.adapter ? ` (${model!.adapter})` : ''}` : `WebAssembly (${loadedVariant})`}…`);
+    status(`Training on ${choice.backend === 'webgpu' ? 'WebGPU' : `WebAssembly (${loadedVariant})`}…`);
     const r = await session.call('train', { settings: s }, (ev) => {
       if (ev.event === 'step') {
         dash.step(ev.data.step, ev.data.loss, ev.data.tokens_per_s, ev.data.lr, ev.data.grad_norm);
@@ -316,7 +318,8 @@ async function runTraining(fresh: boolean): Promise<void> {
       }
     });
     model = { ...model!, info: { ...model!.info, step: r.step } };
-    status(r.reason === 'done' ? `Finished ${r.step} steps.` : `Paused at step ${r.step}. Resume continues the same run.`, r.reason === 'done' ? 'ok' : '');
+    const where = r.backend === 'webgpu' ? `WebGPU${r.adapter ? ` (${r.adapter})` : ''}` : `WebAssembly (${loadedVariant})`;
+    status(r.reason === 'done' ? `Finished ${r.step} steps on ${where}.` : `Paused at step ${r.step} on ${where}. Resume continues the same run.`, r.reason === 'done' ? 'ok' : '');
   } catch (e) {
     status(`Training stopped: ${e instanceof Error ? e.message : String(e)}`, 'error');
   } finally {

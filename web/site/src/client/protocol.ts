@@ -68,6 +68,7 @@ export interface FinetuneSummary {
   base_params: number;
   base_val_loss: number | null; // on the fine-tuning data's held-out part, before
   tuned_val_loss: number | null; // and after
+  backend?: Backend; // where the fine-tuning ran
 }
 
 export interface Methods {
@@ -75,8 +76,8 @@ export interface Methods {
   create: { params: { preset: string; settings: RunSettings }; result: ModelSummary };
   open: { params: { bytes: Uint8Array; name: string }; result: ModelSummary & { state: RunState | null } };
   setCorpus: { params: { bytes: Uint8Array; info: CorpusInfo }; result: { train_bytes: number; val_bytes: number } };
-  setBackend: { params: { backend: Backend }; result: ModelSummary };
-  train: { params: { settings: RunSettings }; result: { step: number; reason: 'done' | 'aborted' } };
+  setBackend: { params: { backend: Backend }; result: ModelSummary | null };
+  train: { params: { settings: RunSettings }; result: { step: number; reason: 'done' | 'aborted'; backend: Backend; adapter?: string } };
   generate: {
     params: { prompt: string; maxTokens: number; temperature: number; topK: number; topP: number; seed: number };
     result: { text: string; tokens: number; seconds: number; firstTokenSeconds: number };

@@ -197,7 +197,7 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
     await yieldNow(); // lets an "abort" message in
   }
   await syncFromGpu();
-  return { step, reason: signal.aborted ? 'aborted' : 'done' };
+  return { step, reason: signal.aborted ? 'aborted' : 'done', backend, ...(backend === 'webgpu' && gpu ? { adapter: gpu.adapter } : {}) };
 }
 
 /** Autosave to the origin-private file system: checkpoint with moments, run state, corpus. */
@@ -269,7 +269,7 @@ async function handle(id: number, method: Method, params: unknown, signal: Abort
         backend = p.backend;
         if (state) state.backend = backend;
       }
-      return summary();
+      return engine ? summary() : null;
     }
     case 'train':
       return train(id, (params as Methods['train']['params']).settings, signal);
@@ -406,13 +406,65 @@ async function ftStart(id: number, p: Methods['ftStart']['params'], signal: Abor
   ft?.tuned.dispose();
   ft = { base, tuned, baseBytes, data: p.data };
   const before = (await base.validationLoss()).loss;
-  for (let s = 0; s < p.steps && !signal.aborted; s++) {
-    const [metrics] = await tuned.train(1);
-    if (metrics) post({ id, event: 'ftstep', data: metrics });
-    await yieldNow();
+  const onGpu = backend === 'webgpu' && p.lora !== null;
+  if (onGpu) await ftTrainOnGpu(id, tuned, p.steps, signal);
+  else {
+    for (let s = 0; s < p.steps && !signal.aborted; s++) {
+      const [metrics] = await tuned.train(1);
+      if (metrics) post({ id, event: 'ftstep', data: metrics });
+      await yieldNow();
+    }
   }
   const after = (await tuned.validationLoss()).loss;
-  return ftSummary(before, after);
+  return { ...(await ftSummary(before, after)), backend: onGpu ? 'webgpu' : 'wasm' };
+}
+
+/**
+ * LoRA on WebGPU: the fine-tuning engine's train program (frozen base, adapters, and for SFT
+ * the loss mask) on a GPU, fed by the engine's batches and schedule; the trained adapters then
+ * go back into the engine as an adapter file, so sampling and saving see them.
+ */
+async function ftTrainOnGpu(id: number, tuned: Engine, steps: number, signal: AbortSignal): Promise<void> {
+  const nav = scope.navigator as Navigator & { gpu?: GPU };
+  const adapter = nav.gpu ? await nav.gpu.requestAdapter({ powerPreference: 'high-performance' }) : null;
+  if (!adapter) throw new EngineError('no WebGPU adapter for fine-tuning', 'webgpu');
+  const device = await adapter.requestDevice({ requiredLimits: WebGPUBackend.requiredLimits(adapter) });
+  const be = new WebGPUBackend(device, kernelSource());
+  try {
+    const baseWeights = decodeSafeTensors(await tuned.exportCheckpoint({ optimizer: false }), 'base weights');
+    const adapterFile = decodeSafeTensors(await tuned.exportAdapter(), 'adapter');
+    be.loadWeights([...baseWeights.tensors, ...adapterFile.tensors]);
+    const exec = await be.load(JSON.stringify(await tuned.exportProgram('train')));
+    const lrs = new Map<number, number>();
+    const t0 = performance.now();
+    let last = t0;
+    const trainer = new WebGPUTrainer(exec, {
+      readEvery: 1,
+      onLoss: (r) => {
+        const now = performance.now();
+        const tokens = exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
+        const seconds = (now - last) / 1000;
+        last = now;
+        post({ id, event: 'ftstep', data: { step: r.step, loss: r.loss, lr: lrs.get(r.step) ?? 0, grad_norm: r.gradNorm, tokens, seconds, tokens_per_s: seconds > 0 ? tokens / seconds : 0, elapsed_s: (now - t0) / 1000 } });
+      },
+    }, 0);
+    for (let s = 0; s < steps && !signal.aborted; s++) {
+      const b = await tuned.nextBatch();
+      lrs.set(b.step, b.lr);
+      if (b.mask) exec.setInput('loss_mask', b.mask);
+      trainer.trainStep(b.tokens, b.targets, b.lr);
+      if (trainer.step % 4 === 0) await trainer.flush();
+      await yieldNow();
+    }
+    await trainer.flush();
+    const trained = await be.read(adapterFile.tensors.map((t) => be.store.get(t.name)!));
+    const bytes = encodeSafeTensors({ metadata: adapterFile.metadata, tensors: adapterFile.tensors.map((t) => ({ ...t, data: trained.get(t.name)! })) });
+    await tuned.loadAdapter(bytes, 'the adapters trained on WebGPU');
+    exec.destroy();
+  } finally {
+    be.destroy();
+    device.destroy();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
