@@ -3,6 +3,7 @@
 // side by side for the same prompt and seed; adapters download and load.
 import type { FinetuneSummary } from './protocol.js';
 import type { Session } from './session.js';
+import { saveFile } from './save-file.js';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -83,14 +84,7 @@ export function wireFinetune(session: () => Session, hasModel: () => boolean): {
     }
   });
   $('ft-download').addEventListener('click', async () => {
-    const bytes = await session().call('ftExportAdapter', {});
-    const a = document.createElement('a');
-    a.href = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: 'application/octet-stream' }));
-    a.download = 'adapter.tinygpt-lora';
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+    saveFile(await session().call('ftExportAdapter', {}), 'adapter.tinygpt-lora');
   });
   $('ft-adapter-file').addEventListener('change', async () => {
     const input = $<HTMLInputElement>('ft-adapter-file');

@@ -6,6 +6,7 @@ import { HfError, loadHfDataset, tinyShakespeare } from './corpus.js';
 import type { Backend, InspectResult, ModelSummary, RunSettings, RunState, Variant } from './protocol.js';
 import { Session } from './session.js';
 import { wireFinetune } from './finetune.js';
+import { saveFile } from './save-file.js';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
   const el = document.getElementById(id);
@@ -426,13 +427,7 @@ async function inspect(): Promise<void> {
 
 async function download(): Promise<void> {
   const bytes = await session.call('exportCheckpoint', { optimizer: true });
-  const a = document.createElement('a');
-  a.href = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: 'application/octet-stream' }));
-  a.download = `${model?.info ? `ptl-step${model.info.step}` : 'model'}.tinygpt`;
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+  saveFile(bytes, `${model?.info ? `ptl-step${model.info.step}` : 'model'}.tinygpt`);
 }
 
 async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
