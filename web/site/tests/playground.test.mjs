@@ -179,6 +179,32 @@ test('without cross-origin isolation: single-thread WebAssembly, and the page sa
   }
 });
 
+test('switching to another engine build keeps the model and ends the old worker', async () => {
+  const s = await openSite();
+  const { page } = s;
+  try {
+    await waitReady(page);
+    await train(page, { steps: 5, backend: 'wasm-threads', evalEvery: 5, sampleEvery: 0, autosaveEvery: 0 });
+    const old = page.workers().find((w) => w.url().includes('session-worker'));
+    assert.ok(old, 'the training worker is running');
+    const closed = new Promise((resolve) => old.on('close', resolve));
+    await page.selectOption('#backend', 'wasm-single');
+    await page.waitForFunction(() => document.body.dataset.variant === 'simd');
+    assert.match(await page.textContent('#backend-info'), /one thread, as you asked\. Loaded build: simd/);
+    await page.waitForFunction(() => document.body.dataset.state === 'ready');
+    assert.match(await page.textContent('#s-step'), /^5 \/ 5$/);
+    await page.fill('#length', '20');
+    await page.click('#generate');
+    await page.waitForFunction(() => document.getElementById('gen-stats').textContent.startsWith('20 bytes'));
+    // The threaded worker is ended, not left running (with its threads) beside the new one.
+    const ended = await Promise.race([closed.then(() => true), new Promise((r) => setTimeout(() => r(false), 15000))]);
+    assert.ok(ended, 'the old training worker was terminated');
+    s.assertNoErrors('the playground (build switch)');
+  } finally {
+    await s.close();
+  }
+});
+
 test('pretrained model: the banner loads the published model, which generates', async (t) => {
   const s = await openSite();
   const { page } = s;

@@ -126,7 +126,8 @@ async function applyChoice(): Promise<void> {
     if (session && model) carry = await session.call('exportCheckpoint', { optimizer: true });
     const next = new Session();
     const build = await next.call('load', { variant: choice.variant, threads: choice.threads });
-    session = next; // the old worker is garbage once unreferenced; terminate it explicitly
+    session?.terminate(); // its model came along as `carry`; its threads must not linger
+    session = next;
     loadedVariant = choice.variant;
     $('backend-info').textContent = `${choice.reason} Loaded build: ${build.variant}${build.threads ? `, ${build.num_threads} threads` : ''}.`;
     if (carry) model = (await session.call('open', { bytes: carry, name: 'current model' })) as ModelSummary;

@@ -45,6 +45,14 @@ export class Session {
     });
   }
 
+  /** Ends the worker (and the engine's threads); pending calls reject. */
+  terminate(): void {
+    this.worker.terminate();
+    const err = new SessionError('the training worker was replaced');
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+  }
+
   /** Stops the running call (training or sampling) at its next step or token. */
   abort(): Promise<null> {
     return this.call('abort', {});
