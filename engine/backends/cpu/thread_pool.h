@@ -2,8 +2,10 @@
 // The CPU backend's thread pool: a few persistent worker threads shared by every kernel.
 //
 // A kernel splits its work into independent tasks and calls parallel_for(n, task). The calling
-// thread runs tasks too, and workers grab the next task index from a shared counter, so which
-// thread runs which task changes from run to run. Determinism therefore rests on the kernels:
+// thread runs tasks too. Thread k starts on the k-th contiguous share of the tasks (so a kernel
+// that numbers its tasks along rows keeps each thread on the rows it touched in the previous
+// op, in its own cache) and then takes what is left of the others' shares, so which thread runs
+// which task can change from run to run. Determinism therefore rests on the kernels:
 //   - a task writes only its own outputs, and computes each of them in an order fixed by the
 //     source (never by the partition), so no two threads write the same float;
 //   - a reduction over many tasks (a loss, a norm) uses chunks of a fixed size that does not

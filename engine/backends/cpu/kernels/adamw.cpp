@@ -72,6 +72,38 @@ double sum_squares_many(const float* const* xs, const int64_t* ns, int64_t count
     return s;
 }
 
+namespace {
+
+// One AdamW step over elements [i0, i1). The arrays are passed as restrict-qualified arguments
+// (not captured by a lambda) so the compiler knows the stores to p, m and v cannot change g or
+// the constants, and vectorises the loop; sqrt and division are exact IEEE operations, so the
+// vector lanes round exactly as the scalar code would.
+struct Update {
+    float decay, one_minus_b1, b2f, one_minus_b2, neg_step, bc2_sqrt, eps, grad_scale;
+    void run(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t i0,
+             int64_t i1) const {
+        for (int64_t i = i0; i < i1; i++) {
+            const float gi = g[i] * grad_scale;  // the clipping coefficient (1 when not clipped)
+            // Decoupled weight decay: shrink the parameter directly, p *= 1 - lr * wd, instead of
+            // adding wd * p to the gradient (which Adam's normalisation would then rescale).
+            const float pi = p[i] * decay;
+            // m = beta1 m + (1 - beta1) g, written as PyTorch's lerp m + (1 - beta1)(g - m); its
+            // vectorised CPU kernel rounds that with one fused multiply-add. (For weights >= 0.5,
+            // i.e. beta1 <= 0.5, lerp switches to another form; real betas never get there.)
+            const float mi = std::fma(one_minus_b1, gi - m[i], m[i]);
+            // v = beta2 v + (1 - beta2) g^2.
+            const float vi = v[i] * b2f + one_minus_b2 * gi * gi;
+            // p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
+            const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+            m[i] = mi;
+            v[i] = vi;
+            p[i] = pi + neg_step * mi / denom;
+        }
+    }
+};
+
+}  // namespace
+
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int64_t t, float grad_scale) {
     const double lr_d = as_typed(lr), b1 = as_typed(beta1), b2 = as_typed(beta2);
@@ -91,21 +123,7 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float
 
     // Every element is independent: threaded over ranges (small tensors stay on this thread).
     parallel_ranges(n, grain_for(n, 12), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; i++) {
-        const float gi = g[i] * grad_scale;  // the clipping coefficient (1 when not clipped)
-        // Decoupled weight decay: shrink the parameter directly, p *= 1 - lr * wd, instead of
-        // adding wd * p to the gradient (which Adam's normalisation would then rescale).
-        p[i] *= decay;
-        // m = beta1 m + (1 - beta1) g, written as PyTorch's lerp m + (1 - beta1)(g - m); its
-        // vectorised CPU kernel rounds that with one fused multiply-add. (For weights >= 0.5,
-        // i.e. beta1 <= 0.5, lerp switches to another form; real betas never get there.)
-        m[i] = std::fma(one_minus_b1, gi - m[i], m[i]);
-        // v = beta2 v + (1 - beta2) g^2.
-        v[i] = v[i] * b2f + one_minus_b2 * gi * gi;
-        // p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
-        const float denom = std::sqrt(v[i]) / bc2_sqrt + eps_f;
-        p[i] = p[i] + neg_step * m[i] / denom;
-    }
+        Update{decay, one_minus_b1, b2f, one_minus_b2, neg_step, bc2_sqrt, eps_f, grad_scale}.run(p, g, m, v, i0, i1);
     });
 }
 

@@ -71,10 +71,11 @@ struct Product {
         for (int64_t p = 0; p < P; p++)
             for (int64_t r = 0; r < rows; r++) d[p * kBlockRows + r] = A[(i0 + r) * a_i + p * a_p];
     }
-    // Task t: panel t / row_blocks, row block t % row_blocks (consecutive tasks share a panel,
-    // which then stays in cache).
+    // Task t: row block t / panels, panel t % panels. Numbered along the rows of C, so that
+    // each thread (which starts on its own contiguous share of the tasks) works on the rows of
+    // A it wrote in the previous op, and keeps them in its cache across the panels.
     void run(int64_t t) const {
-        const int64_t q = t / row_blocks(), rb = t % row_blocks(), i0 = rb * kBlockRows, j0 = q * gemm::kCols;
+        const int64_t rb = t / panels(), q = t % panels(), i0 = rb * kBlockRows, j0 = q * gemm::kCols;
         const float* a = packed_a ? packed_a + rb * P * kBlockRows : A + i0 * a_i;
         const int64_t ai = packed_a ? 1 : a_i, ap = packed_a ? kBlockRows : a_p;
         const float* bp = direct_b ? src + j0 : gemm::panel(packed, P, q);
