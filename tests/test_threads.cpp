@@ -123,6 +123,19 @@ TEST(ThreadInvariance, Kernels) {
                          x.data(), W.data(), M, N, K);
     return out;
   });
+  {
+    // More tokens than one chunk of p (the weight gradient is then split over the tokens, with
+    // partial sums), dy's rows more than 4 KB apart (dy^T is packed), and accumulation into
+    // gradients that already hold values.
+    const int64_t M2 = 600, N2 = 1030, K2 = 45;
+    const auto x2 = randn(M2 * K2, 11), W2 = randn(N2 * K2, 12), dy2 = randn(M2 * N2, 13), prev = randn(M2 * K2 + N2 * K2 + N2, 14);
+    expect_invariant("linear_backward (split over tokens, accumulating)", [&] {
+      std::vector<float> out = prev;
+      cpu::linear_backward(out.data(), true, out.data() + M2 * K2, true, out.data() + M2 * K2 + N2 * K2, true, dy2.data(),
+                           x2.data(), W2.data(), M2, N2, K2);
+      return out;
+    });
+  }
   const int64_t B = 3, T = 37, C = 24, H = 3;
   const auto q = randn(B * T * C, 5), k = randn(B * T * C, 6), v = randn(B * T * C, 7), g = randn(B * T * C, 8);
   expect_invariant("attention", [&] {

@@ -56,30 +56,53 @@ struct Product {
     // B is read in place when it already is row-major with whole panels (s_j = 1, J a multiple
     // of kCols) and its rows are not a multiple of 4 KB apart: packing would only copy it.
     bool direct_b = false;
+    // Split over p as well (dW = dy^T x, whose p runs over the tokens): the sum over chunk c of
+    // kChunkP values of p goes to partial[c - 1] (chunk 0 to C itself), and finish() adds the
+    // partials to C in chunk order. That is exactly the order in which run() adds the chunks
+    // when it does them one after another, so the floats are the same; but now each thread
+    // reads only the tokens it produced (the rows of dy and x in its own cache), and only the
+    // small partial products of the weights' shape cross between cores.
+    float* partial = nullptr;
 
     int64_t panels() const { return gemm::panels(J); }
     int64_t row_blocks() const { return (I + kBlockRows - 1) / kBlockRows; }
-    int64_t tasks() const { return panels() * row_blocks(); }
-    int64_t pack_tasks() const { return (direct_b ? 0 : panels()) + (packed_a ? row_blocks() : 0); }
+    int64_t chunks() const { return partial ? (P + kChunkP - 1) / kChunkP : 1; }
+    int64_t tasks() const { return chunks() * panels() * row_blocks(); }
+    int64_t a_pack_tasks() const { return packed_a ? chunks() * row_blocks() : 0; }
+    int64_t pack_tasks() const { return (direct_b ? 0 : panels()) + a_pack_tasks(); }
+    // Pack task t: B panel t, then A blocks (chunk-major, so along the tokens like run()).
     void pack(int64_t t) const {
         if (!direct_b) {
             if (t < panels()) return gemm::pack_b(packed, src, s_p, s_j, P, J, t, t + 1);
             t -= panels();
         }
-        const int64_t rb = t, i0 = rb * kBlockRows, rows = std::min(kBlockRows, I - i0);
+        const int64_t c = t / row_blocks(), rb = t % row_blocks(), i0 = rb * kBlockRows;
+        const int64_t rows = std::min(kBlockRows, I - i0);
+        const int64_t p0 = partial ? c * kChunkP : 0, p1 = partial ? std::min(P, p0 + kChunkP) : P;
         float* d = packed_a + rb * P * kBlockRows;
-        for (int64_t p = 0; p < P; p++)
+        for (int64_t p = p0; p < p1; p++)
             for (int64_t r = 0; r < rows; r++) d[p * kBlockRows + r] = A[(i0 + r) * a_i + p * a_p];
     }
-    // Task t: row block t / panels, panel t % panels. Numbered along the rows of C, so that
-    // each thread (which starts on its own contiguous share of the tasks) works on the rows of
-    // A it wrote in the previous op, and keeps them in its cache across the panels.
+    // Task t: (chunk,) row block, panel, numbered along the rows of C (or the chunks of p), so
+    // that each thread (which starts on its own contiguous share of the tasks) works on the
+    // data it wrote in the previous op and keeps it in its cache across the panels.
     void run(int64_t t) const {
+        const int64_t per_chunk = panels() * row_blocks();
+        const int64_t c = t / per_chunk;
+        t %= per_chunk;
         const int64_t rb = t / panels(), q = t % panels(), i0 = rb * kBlockRows, j0 = q * gemm::kCols;
         const float* a = packed_a ? packed_a + rb * P * kBlockRows : A + i0 * a_i;
         const int64_t ai = packed_a ? 1 : a_i, ap = packed_a ? kBlockRows : a_p;
         const float* bp = direct_b ? src + j0 : gemm::panel(packed, P, q);
         const int64_t ldb = direct_b ? s_p : gemm::kCols;
+        const int64_t cols = std::min(gemm::kCols, J - j0), rows = std::min(kBlockRows, I - i0);
+        if (partial) {
+            const int64_t p0 = c * kChunkP;
+            float* out = c == 0 ? C : partial + (c - 1) * I * ldc;
+            gemm::gemm_panel(out + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
+                             std::min(kChunkP, P - p0), cols, rows, c == 0 ? store : Store::overwrite);
+            return;
+        }
         // The sum over p in chunks of kChunkP: a chunk of the B panel (kChunkP x kCols floats)
         // and of the A rows stay in L1 while every tile of the row block uses them. The first
         // chunk writes C (with the bias), the others add to it: a fixed order, whatever the
@@ -87,8 +110,16 @@ struct Product {
         for (int64_t p0 = 0; p0 < P; p0 += kChunkP) {
             const bool first = p0 == 0;
             gemm::gemm_panel(C + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
-                             std::min(kChunkP, P - p0), std::min(gemm::kCols, J - j0), std::min(kBlockRows, I - i0),
-                             first ? store : Store::add, first && bias ? bias + j0 : nullptr);
+                             std::min(kChunkP, P - p0), cols, rows, first ? store : Store::add,
+                             first && bias ? bias + j0 : nullptr);
+        }
+    }
+    // C += the partials, in chunk order, over rows [r0, r1) of C.
+    void finish(int64_t r0, int64_t r1) const {
+        for (int64_t c = 1; c < chunks(); c++) {
+            const float* part = partial + (c - 1) * I * ldc;
+            for (int64_t i = r0; i < r1; i++)
+                for (int64_t j = 0; j < J; j++) C[i * ldc + j] = part[i * ldc + j] + C[i * ldc + j];
         }
     }
 };
@@ -97,34 +128,56 @@ bool far_apart(int64_t stride_floats) { return stride_floats * 4 >= 4096; }
 bool aliasing(int64_t stride_floats) { return (stride_floats * 4) % 4096 == 0; }
 
 // Decides which operands get packed (see Product), and gives the packed ones their scratch.
-void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* a_buf) {
+// split_p: the product may be split over p (see Product::partial), with partials in p_buf.
+void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* a_buf, std::vector<float>* p_buf = nullptr) {
     p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p);
     if (!p.direct_b) p.packed = scratch(b_buf, gemm::packed_floats(p.P, p.J));
     if (a_buf && p.a_i == 1 && far_apart(p.a_p))
         p.packed_a = scratch(*a_buf, size_t(p.row_blocks() * kBlockRows * p.P));
+    // Only worth it with several threads and several chunks; with one thread the partials would
+    // be pure overhead (and the result is the same either way).
+    if (p_buf && num_threads() > 1 && p.P > kChunkP && p.ldc == p.J)
+        p.partial = scratch(*p_buf, size_t((p.P - 1) / kChunkP * p.I * p.ldc));
 }
 
-// Runs several products: one parallel pass packs every panel, a second computes every tile.
-void run_products(const std::vector<Product>& ps) {
-    std::vector<int64_t> pack_start{0}, task_start{0};
-    for (const auto& p : ps) {
-        pack_start.push_back(pack_start.back() + p.pack_tasks());
-        task_start.push_back(task_start.back() + p.tasks());
-    }
-    auto which = [](const std::vector<int64_t>& start, int64_t t) {
-        return size_t(std::upper_bound(start.begin(), start.end(), t) - start.begin() - 1);
+// The tasks of several products in one parallel pass, ordered so that thread k's share of the
+// pool (the k-th contiguous part of the tasks) holds the k-th part of every product: the rows
+// (or tokens) that thread handled in the previous ops.
+template <class Count, class Run>
+void run_interleaved(const std::vector<Product>& ps, Count count, Run run) {
+    const int64_t T = num_threads();
+    struct Segment {
+        size_t product;
+        int64_t first, size;
     };
-    parallel_for(pack_start.back(), [&](int64_t t) {
-        const size_t k = which(pack_start, t);
-        ps[k].pack(t - pack_start[k]);
-    });
-    parallel_for(task_start.back(), [&](int64_t t) {
-        const size_t k = which(task_start, t);
-        ps[k].run(t - task_start[k]);
+    std::vector<Segment> segs;
+    std::vector<int64_t> start{0};
+    for (int64_t k = 0; k < T; k++)
+        for (size_t i = 0; i < ps.size(); i++) {
+            const int64_t n = count(ps[i]), a = n * k / T, b = n * (k + 1) / T;
+            if (b > a) {
+                segs.push_back({i, a, b - a});
+                start.push_back(start.back() + b - a);
+            }
+        }
+    parallel_for(start.back(), [&](int64_t t) {
+        const size_t s = size_t(std::upper_bound(start.begin(), start.end(), t) - start.begin() - 1);
+        run(ps[segs[s].product], segs[s].first + t - start[s]);
     });
 }
 
-thread_local std::vector<float> t_pack_a, t_pack_b, t_pack_dy;
+// Runs several products: one parallel pass packs every panel, a second computes every tile,
+// and a third adds the partial sums of the products split over p.
+void run_products(const std::vector<Product>& ps) {
+    run_interleaved(ps, [](const Product& p) { return p.pack_tasks(); },
+                    [](const Product& p, int64_t t) { p.pack(t); });
+    run_interleaved(ps, [](const Product& p) { return p.tasks(); }, [](const Product& p, int64_t t) { p.run(t); });
+    for (const auto& p : ps)
+        if (p.partial)
+            parallel_ranges(p.I, grain_for(p.I, p.J * (p.chunks() - 1)), [&](int64_t r0, int64_t r1) { p.finish(r0, r1); });
+}
+
+thread_local std::vector<float> t_pack_a, t_pack_b, t_pack_dy, t_partial;
 
 }  // namespace
 
@@ -150,7 +203,7 @@ void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, 
     if (dW) {
         // A(n, m) = dy[m, n]: a_i = 1, so the kRows scalars of one p are adjacent in memory.
         Product p{dW, K, dy, 1, N, x, K, 1, N, K, M, acc_dW ? Store::add : Store::overwrite, nullptr, nullptr};
-        plan(p, t_pack_b, &t_pack_dy);
+        plan(p, t_pack_b, &t_pack_dy, &t_partial);
         ps.push_back(p);
     }
     if (!ps.empty()) run_products(ps);
