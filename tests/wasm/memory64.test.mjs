@@ -4,10 +4,11 @@
 // --experimental-wasm-memory64; tests/wasm/run.sh memory64 passes it).
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 
-import { BUILD_DIR, Engine, EngineError, dataFile, detectCapabilities, load, nativeSmallRun, parseSafetensors } from "./helpers.mjs";
+import { BUILD_DIR, Engine, EngineError, VARIANT, dataFile, detectCapabilities, load, loadModule, nativeSmallRun, parseSafetensors } from "./helpers.mjs";
 
 const built = fs.existsSync(path.join(BUILD_DIR, "memory64", "ptl_engine.wasm"));
 const skip = !built ? "build-wasm/memory64 not built" : !detectCapabilities().memory64 ? "this Node does not run Memory64 (--experimental-wasm-memory64)" : false;
@@ -41,5 +42,30 @@ test("memory64: engine calls with pointers above 2 GiB (strings, exceptions, che
     }
   } finally {
     module.terminate();
+  }
+});
+
+test("memory64: a binary that fails to instantiate rejects the load with the reason (no hang)", async () => {
+  // The Memory64 loader path (our instantiateWasm) on a copy of a build whose .wasm is cut short
+  // after its import, function and export sections: the loader's signature reader still parses
+  // it, then WebAssembly.instantiate fails. The glue alone would wait forever for the instance;
+  // the load must reject instead. The memory64 build when there is one, else the tested variant
+  // (the loader's code path is the same; it is chosen by the variant name).
+  const source = path.join(BUILD_DIR, built ? "memory64" : VARIANT);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ptl-m64-"));
+  try {
+    fs.mkdirSync(path.join(dir, "memory64"));
+    for (const f of fs.readdirSync(source).filter((f) => f.startsWith("ptl_engine."))) {
+      const bytes = fs.readFileSync(path.join(source, f));
+      fs.writeFileSync(path.join(dir, "memory64", f), f === "ptl_engine.wasm" ? bytes.subarray(0, Math.floor(bytes.length * 0.9)) : bytes);
+    }
+    const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error("the load hung")), 20000).unref());
+    await assert.rejects(
+      Promise.race([loadModule({ buildDir: dir, variant: "memory64" }), timeout]),
+      (e) => e instanceof EngineError && /could not start the memory64 engine/.test(e.message),
+    );
+  } finally {
+    // Not before exit: the threaded glue may still be starting its workers from this folder.
+    process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
   }
 });

@@ -336,6 +336,11 @@ export async function loadModule(options: LoadOptions = {}): Promise<LoadedModul
       overrides["mainScriptUrlOrBlob"] = jsPath;
     }
   }
+  // The glue's promise never settles when our instantiateWasm fails: race it against the failure.
+  let failInstantiate: (e: unknown) => void = () => {};
+  const instantiateFailed = new Promise<never>((_, reject) => {
+    failInstantiate = reject;
+  });
   if (variant === "memory64") {
     // The Memory64 glue needs the boundary adapter of memory64.ts (BigInt pointers).
     let binary = overrides["wasmBinary"] as Uint8Array | undefined;
@@ -345,12 +350,14 @@ export async function loadModule(options: LoadOptions = {}): Promise<LoadedModul
       if (!res.ok) throw new EngineError(`loadModule: could not fetch ${joinPath(dir, "ptl_engine.wasm")}: ${res.status}`, "load");
       binary = new Uint8Array(await res.arrayBuffer());
     }
-    overrides["instantiateWasm"] = memory64Instantiator(binary);
+    overrides["instantiateWasm"] = memory64Instantiator(binary, (e) => failInstantiate(e));
   }
   let mod: PtlModule;
   try {
-    mod = await factory(overrides);
+    mod = await Promise.race([factory(overrides), instantiateFailed]);
   } catch (e) {
+    // The glue's Module is our overrides object: stop the worker threads it may have started.
+    (overrides as { PThread?: { terminateAllThreads?: () => void } }).PThread?.terminateAllThreads?.();
     throw new EngineError(`could not start the ${variant} engine: ${e instanceof Error ? e.message : String(e)}`, "load");
   }
   const loaded = new LoadedModule(mod, poolSize);

@@ -172,9 +172,11 @@ function adaptMemory(memory: WebAssembly.Memory): WebAssembly.Memory {
 
 /**
  * Module.instantiateWasm for the Memory64 build: instantiates `binary` with the glue's imports
- * adapted, and hands the glue exports adapted the other way.
+ * adapted, and hands the glue exports adapted the other way. The glue waits for `receive` and
+ * has no way to hear of a failure, so a failed instantiation (an invalid or truncated binary, a
+ * memory the browser refuses) goes to `onError`, which must reject the load.
  */
-export function memory64Instantiator(binary: Uint8Array) {
+export function memory64Instantiator(binary: Uint8Array, onError: (e: unknown) => void) {
   const sigs = readSignatures(binary);
   return (imports: Record<string, Record<string, unknown>>, receive: (instance: { exports: Record<string, unknown> }, module: WebAssembly.Module) => void) => {
     const adapted: Record<string, Record<string, unknown>> = {};
@@ -199,10 +201,7 @@ export function memory64Instantiator(binary: Uint8Array) {
         }
         receive({ exports }, module);
       },
-      (e: unknown) => {
-        throw e;
-      },
-    );
+    ).catch(onError);
     return {}; // asynchronous instantiation
   };
 }
