@@ -64,6 +64,12 @@ struct Product {
     // small partial products of the weights' shape cross between cores.
     float* partial = nullptr;
 
+    // Numbering of the tiles: along the rows of C (see run()), unless B is larger than an L2
+    // cache (1 MB here): then every row block would stream all of B from memory again, and the
+    // tiles are numbered panel by panel instead, so consecutive tasks share a panel of B and
+    // only A is streamed (2048^3: 0.56x of OpenBLAS along the rows, 0.82x panel by panel).
+    bool panel_major = false;
+
     int64_t panels() const { return gemm::panels(J); }
     int64_t row_blocks() const { return (I + kBlockRows - 1) / kBlockRows; }
     int64_t chunks() const { return partial ? (P + kChunkP - 1) / kChunkP : 1; }
@@ -90,7 +96,8 @@ struct Product {
         const int64_t per_chunk = panels() * row_blocks();
         const int64_t c = t / per_chunk;
         t %= per_chunk;
-        const int64_t rb = t / panels(), q = t % panels(), i0 = rb * kBlockRows, j0 = q * gemm::kCols;
+        const int64_t rb = panel_major ? t % row_blocks() : t / panels();
+        const int64_t q = panel_major ? t / row_blocks() : t % panels(), i0 = rb * kBlockRows, j0 = q * gemm::kCols;
         const float* a = packed_a ? packed_a + rb * P * kBlockRows : A + i0 * a_i;
         const int64_t ai = packed_a ? 1 : a_i, ap = packed_a ? kBlockRows : a_p;
         const float* bp = direct_b ? src + j0 : gemm::panel(packed, P, q);
@@ -138,6 +145,9 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* a_buf, std:
     // be pure overhead (and the result is the same either way).
     if (p_buf && num_threads() > 1 && p.P > kChunkP && p.ldc == p.J)
         p.partial = scratch(*p_buf, size_t((p.P - 1) / kChunkP * p.I * p.ldc));
+    // A task of a product split over p reads only its chunk of B.
+    const int64_t rows_of_b = p.partial ? std::min(p.P, kChunkP) : p.P;
+    p.panel_major = gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > (size_t(1) << 20);
 }
 
 // The tasks of several products in one parallel pass, ordered so that thread k's share of the
