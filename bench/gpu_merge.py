@@ -49,7 +49,7 @@ def main():
     cublas = {(o["layout"], o["shape"]): o for o in T if o.get("kind") == "torch_matmul"}
     per_tag = {}
     for o in W:
-        if o.get("kind") != "matmul":
+        if o.get("kind") != "matmul" or "gflops" not in o:
             continue
         c = cublas.get((o.get("layout", "fwd"), o["shape"]))
         m = {"kind": "matmul"}

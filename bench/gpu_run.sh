@@ -4,7 +4,7 @@
 # the WebAssembly SIMD+threads build on the machine's CPU cores, then bench/gpu_merge.py puts
 # them side by side (JSON lines with ratio / speedup fields).
 #
-#   bench/gpu_run.sh sweep|sweep2|gpu|wasm|full OUTDIR
+#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|gpu|wasm|full OUTDIR
 # (gpu + wasm = full, in two commands; then: python3 bench/gpu_merge.py --webgpu webgpu.jsonl --torch torch.jsonl --wasm wasm.jsonl)
 #
 # Needs (see docs/performance.md, "WebGPU on an H200"): .gpu/ from shared/tools/gpu-webgpu-pack
@@ -15,6 +15,11 @@
 #   sweep: the kernel tests on the real driver, matmul variants (tile 64, 128 with BK 8 / 16,
 #          auto, auto without Dawn's robustness checks) at 5 presets' shapes and 4096^3, cuBLAS
 #          at the same shapes, smoke runs of the PyTorch and WASM step benchmarks.
+#   sweep3: the generated matmul kernel's configurations (V4 at 4096^3, VR without robustness, VP
+#          at the presets' shapes; comma lists, see linear_gen.ts), the FMA ceiling, cuBLAS, the
+#          kernel tests on the real driver with TESTS=1 (carry [".gpu", "web/webgpu/dist"] suffices).
+#   matmul3: the matmul benchmark of record: the default ("auto") and variants at 4096^3 (median of
+#          3) and at every preset's shapes, cuBLAS in the same run, the kernel tests on the driver.
 #   gpu:   every preset: WebGPU matmuls (3 layouts; 4096^3 median of 3), training steps, the
 #          matmul variants, PyTorch (cuBLAS matmuls, training steps); wasm: the WASM steps.
 #   full:  gpu then wasm, then the merge.
@@ -62,6 +67,42 @@ if [[ $mode == sweep2 ]]; then
     timeout 60 node bench/webgpu_bench.mjs "${cp[@]}" --tile 64 --tag t64
     timeout 60 node bench/webgpu_bench.mjs "${cp[@]}" --tile 128 --tag t128nt
   } > "$out/webgpu_sweep2.jsonl" 2>> "$out/stderr.log"
+  exit 0
+fi
+if [[ $mode == sweep3 ]]; then
+  # The generated kernel (linear_tiled, web/webgpu/src/linear_gen.ts): many configurations in one
+  # process each (interleaved per shape), at 4096^3 and at the larger presets' shapes; the same
+  # without Dawn's robustness; the FMA ceiling of this path; cuBLAS at the same shapes; the kernel
+  # tests (with the tiled cases) on the real driver.
+  V4=${V4:-auto,128x128/8x8/k8,128x128/8x8/k8/u0,128x128/8x8/k8/pad0,128x128/8x8/k8/map1,128x128/8x8/k8/sw1,128x128/8x8/k16/pad0,128x128/8x8/k16/pad0/u0,128x128/8x8/k16/pad0/map1/u0,128x128/8x8/k16/db0,128x128/8x8/k32/db0/pad0,128x128/8x8/k8/map1/sg1/u0,128x256/8x16/k8,128x256/8x16/k8/u0,256x128/16x8/k8/u0,128x128/8x16/k8/u0,128x128/16x8/k8/u0,128x64/8x4/k16/u0,64x128/4x8/k16/u0,64x64/4x4/k16}
+  VR=${VR:-auto,128x128/8x8/k8,128x128/8x8/k8/u0,128x128/8x8/k16/pad0/u0,128x256/8x16/k8/u0}
+  VP=${VP:-auto,64x64/4x4/k16,128x64/8x4/k16/u0,128x128/8x8/k8/u0}
+  timeout 30 node bench/webgpu_fma_peak.mjs > "$out/fma.jsonl" 2>> "$out/stderr.log"
+  c4=(--presets xl --matmul 4096 --layouts fwd,dx,dW --train 0 --warm-s 0.3 --min-ms 200)
+  {
+    timeout 260 node bench/webgpu_bench.mjs "${c4[@]}" --tiled "$V4"
+    timeout 60 node bench/webgpu_bench.mjs "${c4[@]}" --tiled "$VR" --tag norobust --dawn 'enable-dawn-features=allow_unsafe_apis,disable_robustness,disable_workgroup_init'
+    timeout 150 node bench/webgpu_bench.mjs --presets large,xl,huge,massive,mega,behemoth --matmul preset --layouts fwd,dx,dW --train 0 --warm-s 0.05 --min-ms 40 --tiled "$VP"
+  } > "$out/webgpu_sweep3.jsonl" 2>> "$out/stderr.log"
+  timeout 120 python3 bench/pytorch_cuda.py --presets large,xl,huge,massive,mega,behemoth --train 0 > "$out/torch_sweep3.jsonl" 2>> "$out/stderr.log"
+  python3 bench/gpu_merge.py --webgpu "$out/webgpu_sweep3.jsonl" --torch "$out/torch_sweep3.jsonl" > "$out/sweep3_merged.jsonl" 2>> "$out/stderr.log"
+  if [[ ${TESTS:-0} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
+  exit 0
+fi
+if [[ $mode == matmul3 ]]; then
+  # The matmul benchmark of record after sweep3: the default choice ("auto") next to variants at
+  # 4096^3 (median of 3) and at every preset's Linear shapes, cuBLAS at the same shapes in the same
+  # run, the kernel tests on the real driver, and the default without Dawn's robustness.
+  V4=${V4:-auto,off,128x128/8x8/k16/db0,128x128/8x8/k16/tr1,128x128/8x8/k16/pad0/u0/tr1,128x128/8x8/k16/db0/map1/tr1,128x128/8x8/k32/db0/pad0/tr1,128x256/8x16/k8/u0/tr1,256x128/16x8/k8/u0/tr1,128x128/8x8/k8/map1/sg1/u0/tr1}
+  VP=${VP:-auto,t64,nt}
+  timeout 200 node bench/webgpu_bench.mjs --presets xl --matmul 4096 --layouts fwd,dx,dW --train 0 --warm-s 0.3 --min-ms 200 --repeat 3 --tiled "$V4" > "$out/webgpu_4096.jsonl" 2>> "$out/stderr.log"
+  timeout 100 python3 bench/pytorch_cuda.py --train 0 > "$out/torch.jsonl" 2>> "$out/stderr.log"
+  timeout 120 node bench/webgpu_bench.mjs --matmul preset --layouts fwd,dx,dW --train 0 --warm-s 0.1 --min-ms 80 --tiled "$VP" > "$out/webgpu_presets.jsonl" 2>> "$out/stderr.log"
+  (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"
+  timeout 40 node bench/webgpu_bench.mjs --presets xl --matmul 4096 --layouts fwd,dx,dW --train 0 --warm-s 0.3 --min-ms 200 --tiled auto --tag auto_norobust --dawn 'enable-dawn-features=allow_unsafe_apis,disable_robustness,disable_workgroup_init' >> "$out/webgpu_4096.jsonl" 2>> "$out/stderr.log"
+  cat "$out/webgpu_4096.jsonl" "$out/webgpu_presets.jsonl" > "$out/webgpu_all.jsonl"
+  python3 bench/gpu_merge.py --webgpu "$out/webgpu_all.jsonl" --torch "$out/torch.jsonl" > "$out/merged.jsonl" 2>> "$out/stderr.log"
+  rm "$out/webgpu_all.jsonl"
   exit 0
 fi
 P=${PRESETS:-tiny,small,medium,large,xl,huge,massive,mega,behemoth}

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// WebGPU backend speed: the tiled matmul kernel (kernels/linear.wgsl) in GFLOP/s at the presets'
+// WebGPU backend speed: the matmul kernels (kernels/linear*.wgsl, the generated linear_tiled) in GFLOP/s at the presets'
 // Linear shapes and at 4096^3, and whole training steps (ms/step) per preset.
 //
 //   (cd web/webgpu && npm install && npm run build)
@@ -7,7 +7,7 @@
 //                               [--layouts fwd,dx,dW] [--train 1|0] [--tag NAME] [--repeat N (4096^3: median of N)]
 //                               [--steps 20] [--warmup 3] [--reps 20] [--warm-s 0.5] [--min-ms 300]
 //                               [--ptl build-gpu/ptl] [--profile]
-//                               [--tile 64|128] [--bk 8|16] [--nt 0|1] [--split N] [--attn-rows 32|64] [--dawn 'enable-dawn-features=a,b;...']
+//                               [--tile 64|128] [--bk 8|16] [--nt 0|1] [--tiled V,V,... (auto|off|t64|nt|wide|128x128/8x8/k16[/db0][/map1][/sw1][/sg1][/pad0][/u0][/tr1])] [--split N] [--attn-rows 32|64] [--dawn 'enable-dawn-features=a,b;...']
 //
 // Prints one JSON line per measurement and a summary line:
 //   {"kind":"matmul","layout":"fwd|dx|dW","shape":"...","M","N","K","ms","gflops","max_rel_err","kernel"}
@@ -33,6 +33,7 @@ if (!existsSync(path.join(DIST, 'node.js'))) {
   process.exit(2);
 }
 const { createNodeBackend } = await import(path.join(DIST, 'node.js'));
+const { tiledName } = await import(path.join(DIST, 'linear_gen.js'));
 
 const args = {};
 for (let i = 2; i < process.argv.length; i++) {
@@ -71,10 +72,21 @@ const splitOpt = args.split ? Number(args.split) : 'auto';
 const rowsOpt = args['attn-rows'] ? Number(args['attn-rows']) : 'auto';
 const bkOpt = args.bk ? Number(args.bk) : 'auto';
 const ntOpt = args.nt === undefined ? 'auto' : String(args.nt) !== '0';
-const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : [], { matmulTile: tileOpt, matmulSplit: splitOpt, attentionRows: rowsOpt, matmulBK: bkOpt, matmulNT: ntOpt });
+// --tiled a,b,...: several matmul variants in one process (one backend each on the same device;
+// every shape is measured with each in turn, tagged with the variant).
+// Besides configs of the generated kernel: auto (the default choice), off (the choice without the
+// generated kernel), t64 (linear.wgsl), nt (linear_nt for the forward, linear_wide otherwise), wide.
+const tiledList = String(args.tiled ?? 'auto').split(',').filter(Boolean);
+const variantOptions = (cfg) => ({ t64: { matmulTiled: 'off', matmulTile: 64 }, nt: { matmulTiled: 'off', matmulTile: 128, matmulNT: true },
+  wide: { matmulTiled: 'off', matmulTile: 128, matmulNT: false } })[cfg] ?? { matmulTiled: cfg };
+const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : [], { matmulTile: tileOpt, matmulSplit: splitOpt, attentionRows: rowsOpt, matmulBK: bkOpt, matmulNT: ntOpt, ...variantOptions(tiledList[0]) });
 const { backend: be, device } = gpu;
-const emit = (o) => console.log(JSON.stringify(tag === undefined ? o : { tag, ...o }));
-const summary = { kind: 'summary', adapter: gpu.description, matmul_tile: tileOpt, matmul_bk: bkOpt, matmul_nt: ntOpt, matmul_split: splitOpt, attention_rows: rowsOpt, dawn: args.dawn ?? null, features: [...gpu.adapter.features].filter((f) => /subgroup|timestamp|f16/.test(f)),
+const { WebGPUBackend } = await import(path.join(DIST, 'index.js'));
+const baseOptions = { matmulTile: tileOpt, matmulSplit: splitOpt, attentionRows: rowsOpt, matmulBK: bkOpt, matmulNT: ntOpt };
+const variants = tiledList.map((cfg, i) => ({ cfg, be: i === 0 ? be : new WebGPUBackend(device, be.kernels, { ...baseOptions, ...variantOptions(cfg) }) }));
+const vtag = (cfg) => (tiledList.length > 1 ? (tag ? `${tag}:${cfg}` : cfg) : tag);
+const emit = (o, tg = tag) => console.log(JSON.stringify(tg === undefined ? o : { tag: tg, ...o }));
+const summary = { kind: 'summary', adapter: gpu.description, matmul_tile: tileOpt, matmul_bk: bkOpt, matmul_nt: ntOpt, matmul_tiled: tiledList.join(','), maxComputeWorkgroupStorageSize: device.limits.maxComputeWorkgroupStorageSize, matmul_split: splitOpt, attention_rows: rowsOpt, dawn: args.dawn ?? null, features: [...gpu.adapter.features].filter((f) => /subgroup|timestamp|f16/.test(f)),
   maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize, matmul: [], train: [] };
 
 function lcg(seed) {
@@ -99,7 +111,7 @@ async function timeRuns(ex, count) {
   const t0 = performance.now();
   device.queue.submit([encoder.finish()]);
   await device.queue.onSubmittedWorkDone();
-  be.check();
+  (ex.backend ?? be).check();
   return (performance.now() - t0) / count;
 }
 
@@ -114,49 +126,59 @@ async function benchMatmul(label, M, N, K, layout = 'fwd', repeat = 1) {
     op = { op: 'linear_backward', inputs: [2, 0, 1], outputs: layout === 'dx' ? [3, -1, -1] : [-1, 4, -1], attrs: {} };
   }
   const program = { format: 'ptl-program', version: 1, name: `matmul ${layout} ${label}`, tensors, ops: [op] };
-  const ex = await be.load(program);
   const r = lcg(M * 31 + N * 7 + K);
   const x = Float32Array.from({ length: M * K }, r), W = Float32Array.from({ length: N * K }, r);
-  ex.write('x', x);
-  ex.write('W', W);
   let dy;
-  if (layout !== 'fwd') { dy = Float32Array.from({ length: M * N }, r); ex.write('y', dy); }
-  const all = [];
-  for (let rep = 0; rep < repeat; rep++) {
-    await warm(ex);
-    const est = await timeRuns(ex, 1);
-    const n = Math.max(reps, Math.ceil(minMs / Math.max(est, 1e-3)));
-    all.push(await timeRuns(ex, Math.min(n, 5000)));
-  }
-  const sorted = [...all].sort((p, q) => p - q);
-  const ms = sorted[(sorted.length - 1) >> 1]; // median (lower middle)
-  // Spot-check 16 outputs against a float64 dot product.
-  const out = await ex.read(layout === 'fwd' ? 'y' : layout);
-  let maxRel = 0;
-  for (let s = 0; s < 16; s++) {
-    let ref = 0, mag = 0, got;
-    if (layout === 'fwd') {
-      const i = (s * 7919) % M, j = (s * 104729) % N;
-      for (let k = 0; k < K; k++) { ref += x[i * K + k] * W[j * K + k]; mag += Math.abs(x[i * K + k] * W[j * K + k]); }
-      got = out[i * N + j];
-    } else if (layout === 'dx') {
-      const i = (s * 7919) % M, k = (s * 104729) % K;
-      for (let j = 0; j < N; j++) { ref += dy[i * N + j] * W[j * K + k]; mag += Math.abs(dy[i * N + j] * W[j * K + k]); }
-      got = out[i * K + k];
-    } else {
-      const j = (s * 7919) % N, k = (s * 104729) % K;
-      for (let i = 0; i < M; i++) { ref += dy[i * N + j] * x[i * K + k]; mag += Math.abs(dy[i * N + j] * x[i * K + k]); }
-      got = out[j * K + k];
+  if (layout !== 'fwd') dy = Float32Array.from({ length: M * N }, r);
+  for (const v of variants) {
+    let ex;
+    try {
+      ex = await v.be.load(program);
+    } catch (e) {
+      emit({ kind: 'matmul', layout, shape: label, M, N, K, error: String(e.message ?? e).slice(0, 300) }, vtag(v.cfg));
+      continue;
     }
-    maxRel = Math.max(maxRel, Math.abs(got - ref) / Math.max(mag, 1e-30));
+    ex.write('x', x);
+    ex.write('W', W);
+    if (layout !== 'fwd') ex.write('y', dy);
+    const all = [];
+    for (let rep = 0; rep < repeat; rep++) {
+      await warm(ex);
+      const est = await timeRuns(ex, 1);
+      const n = Math.max(reps, Math.ceil(minMs / Math.max(est, 1e-3)));
+      all.push(await timeRuns(ex, Math.min(n, 5000)));
+    }
+    const sorted = [...all].sort((p, q) => p - q);
+    const ms = sorted[(sorted.length - 1) >> 1]; // median (lower middle)
+    // Spot-check 16 outputs against a float64 dot product.
+    const out = await ex.read(layout === 'fwd' ? 'y' : layout);
+    let maxRel = 0;
+    for (let s = 0; s < 16; s++) {
+      let ref = 0, mag = 0, got;
+      if (layout === 'fwd') {
+        const i = (s * 7919) % M, j = (s * 104729) % N;
+        for (let k = 0; k < K; k++) { ref += x[i * K + k] * W[j * K + k]; mag += Math.abs(x[i * K + k] * W[j * K + k]); }
+        got = out[i * N + j];
+      } else if (layout === 'dx') {
+        const i = (s * 7919) % M, k = (s * 104729) % K;
+        for (let j = 0; j < N; j++) { ref += dy[i * N + j] * W[j * K + k]; mag += Math.abs(dy[i * N + j] * W[j * K + k]); }
+        got = out[i * K + k];
+      } else {
+        const j = (s * 7919) % N, k = (s * 104729) % K;
+        for (let i = 0; i < M; i++) { ref += dy[i * N + j] * x[i * K + k]; mag += Math.abs(dy[i * N + j] * x[i * K + k]); }
+        got = out[j * K + k];
+      }
+      maxRel = Math.max(maxRel, Math.abs(got - ref) / Math.max(mag, 1e-30));
+    }
+    const kname = (sp) => (sp.kernel === 'linear_tiled' ? `tiled:${tiledName(sp.defines)}` : `${sp.kernel}${sp.defines?.BK ? `/bk${sp.defines.BK}` : ''}`);
+    const kernel = ex.specs ? [...new Set(ex.specs.map((sp) => `${kname(sp)}${/split/.test(sp.label) ? '+split' : ''}`))].join(',') : undefined;
+    ex.destroy();
+    const gf = (t) => +((2 * M * N * K) / (t * 1e6)).toPrecision(4);
+    const o = { kind: 'matmul', layout, shape: label, M, N, K, ms: +ms.toFixed(4), gflops: gf(ms), max_rel_err: maxRel, kernel };
+    if (repeat > 1) Object.assign(o, { repeats: repeat, gflops_best: gf(sorted[0]), gflops_all: all.map(gf) });
+    summary.matmul.push({ variant: v.cfg, layout, shape: label, gflops: o.gflops });
+    emit(o, vtag(v.cfg));
   }
-  const kernel = ex.specs ? [...new Set(ex.specs.map((sp) => `${sp.kernel}${sp.defines?.BK ? `/bk${sp.defines.BK}` : ''}${/split/.test(sp.label) ? '+split' : ''}`))].join(',') : undefined;
-  ex.destroy();
-  const gf = (t) => +((2 * M * N * K) / (t * 1e6)).toPrecision(4);
-  const o = { kind: 'matmul', layout, shape: label, M, N, K, ms: +ms.toFixed(4), gflops: gf(ms), max_rel_err: maxRel, kernel };
-  if (repeat > 1) Object.assign(o, { repeats: repeat, gflops_best: gf(sorted[0]), gflops_all: all.map(gf) });
-  summary.matmul.push({ layout, shape: label, gflops: o.gflops });
-  emit(o);
 }
 
 if (matmulMode !== 'none') {

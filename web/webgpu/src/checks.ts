@@ -90,7 +90,8 @@ export interface KernelCase {
   op: { op: string; inputs: (string | null)[]; outputs: (string | null)[]; attrs?: Record<string, number> };
   compareOutputs?: string[]; // default: the op's present outputs (absent ones listed here must stay untouched)
   withForward?: boolean; // attention_backward: y and lse come from the reference's forward on q, k, v
-  options?: { matmulTile?: 'auto' | 64 | 128; matmulSplit?: 'auto' | number; attentionRows?: 'auto' | 32 | 64; matmulBK?: 'auto' | 8 | 16; matmulNT?: 'auto' | boolean };
+  options?: { matmulTile?: 'auto' | 64 | 128; matmulSplit?: 'auto' | number; attentionRows?: 'auto' | 32 | 64; matmulBK?: 'auto' | 8 | 16; matmulNT?: 'auto' | boolean; matmulTiled?: 'auto' | 'off' | string };
+  needs?: GPUFeatureName; // skipped where the device lacks this feature
   // Extra property of the GPU result (e.g. exact zeros); returns a failure message or null.
   extra?: (gpu: Map<string, Float32Array | Int32Array>) => string | null;
 }
@@ -232,6 +233,48 @@ export function kernelCases(): KernelCase[] {
       dx: { shape: [300, 36], init: 'normal' }, dW: { shape: [20, 36], init: 'normal' }, db: { shape: [20], init: 'normal' } },
     op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: ['dx', 'dW', 'db'], attrs: { acc0: 0, acc1: 1, acc2: 1 } } });
 
+  // The generated kernel (linear_tiled, src/linear_gen.ts), forced, per configuration: ragged
+  // shapes (checked loads), shapes with full tiles and leading dimensions that are multiples of 4
+  // (the unchecked vec4 path and its per-step offsets), the three layouts, bias, acc, split-K.
+  // The default configuration gets every case, the others the cases that reach their own code
+  // (SwiftShader compiles each unrolled configuration slowly).
+  //   fr: forward, ragged, bias; fa: forward, aligned; ba: backward (dx, dW acc, db), aligned;
+  //   bs: backward, ragged, split-K 3.
+  const tiledCases: [string, string[], GPUFeatureName?][] = [
+    ['128x128/8x8/k16/db0/tr1', ['fr', 'fa', 'ba', 'bs']],
+    ['64x64/4x4/k16/tr1', ['ba']],
+    ['128x128/8x8/k8', ['ba']],
+    ['128x128/8x8/k16/pad0/u0', ['fa']],
+    ['128x128/8x8/k16/map1/sw1/pad0', ['fr']],
+    ['128x128/8x8/k32/db0/pad0', ['ba']],
+    ['128x256/8x16/k8/u0', ['fa']],
+    ['128x64/8x4/k16/u0', ['bs']],
+    ['128x128/8x8/k8/map1/sg1/u0', ['fr', 'ba'], 'subgroups'],
+  ];
+  for (const [cfg, kinds, needs] of tiledCases) {
+    const o = { matmulTiled: cfg };
+    const nd = needs ? { needs } : {};
+    if (kinds.includes('fr'))
+      add({ name: `linear tiled ${cfg} M=133 K=45 N=70 bias`, tol: TOL.reduction, seed: 21, options: o, ...nd,
+        tensors: { x: { shape: [133, 45], init: 'normal' }, W: { shape: [70, 45], init: 'normal', scale: 0.2 }, b: { shape: [70], init: 'normal' },
+          y: { shape: [133, 70] } },
+        op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] } });
+    if (kinds.includes('fa'))
+      add({ name: `linear tiled ${cfg} M=260 K=72 N=264`, tol: TOL.reduction, seed: 22, options: o, ...nd,
+        tensors: { x: { shape: [260, 72], init: 'normal' }, W: { shape: [264, 72], init: 'normal', scale: 0.2 }, y: { shape: [260, 264] } },
+        op: { op: 'linear', inputs: ['x', 'W', null], outputs: ['y'] } });
+    if (kinds.includes('ba'))
+      add({ name: `linear_backward tiled ${cfg} M=264 K=264 N=260 acc=1,1,0`, tol: TOL.reduction, seed: 23, options: o, ...nd,
+        tensors: { dy: { shape: [264, 260], init: 'normal' }, x: { shape: [264, 264], init: 'normal' }, W: { shape: [260, 264], init: 'normal', scale: 0.2 },
+          dx: { shape: [264, 264], init: 'normal' }, dW: { shape: [260, 264], init: 'normal' }, db: { shape: [260], init: 'normal' } },
+        op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: ['dx', 'dW', 'db'], attrs: { acc0: 1, acc1: 1, acc2: 0 } } });
+    if (kinds.includes('bs'))
+      add({ name: `linear_backward tiled ${cfg} split-K 3 M=150 K=37 N=29 acc=0,1,0`, tol: TOL.reduction, seed: 24, options: { ...o, matmulSplit: 3 }, ...nd,
+        tensors: { dy: { shape: [150, 29], init: 'normal' }, x: { shape: [150, 37], init: 'normal' }, W: { shape: [29, 37], init: 'normal', scale: 0.2 },
+          dx: { shape: [150, 37], init: 'normal' }, dW: { shape: [29, 37], init: 'normal' }, db: { shape: [29], init: 'normal' } },
+        op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: ['dx', 'dW', 'db'], attrs: { acc0: 0, acc1: 1, acc2: 0 } } });
+  }
+
   // ---- attention -------------------------------------------------------------------------------
   for (const [B, T, C, H, rows] of [[2, 7, 12, 3], [1, 70, 32, 2], [1, 70, 32, 2, 32], [2, 20, 96, 2], [4, 32, 48, 3]] as const)
     add({ name: `attention B=${B} T=${T} C=${C} H=${H}${rows ? ` rows=${rows}` : ''}`, tol: TOL.reduction, seed: T * C,
@@ -360,7 +403,7 @@ function backendFor(base: WebGPUBackend, options: KernelCase['options']): WebGPU
   if (!be) {
     be = new WebGPUBackend(base.device, base.kernels, {
       matmulTile: options.matmulTile ?? 'auto', matmulSplit: options.matmulSplit ?? 'auto', attentionRows: options.attentionRows ?? 'auto',
-      matmulBK: options.matmulBK ?? 'auto', matmulNT: options.matmulNT ?? 'auto',
+      matmulBK: options.matmulBK ?? 'auto', matmulNT: options.matmulNT ?? 'auto', matmulTiled: options.matmulTiled ?? 'auto',
     });
     m.set(key, be);
   }
@@ -412,6 +455,10 @@ export async function runKernelCase(backend: WebGPUBackend, reference: Reference
     kernel: c.op.op, case: c.name, matmul_tile: o.matmulTile ?? 'auto', matmul_split: o.matmulSplit ?? 'auto',
     attention_rows: o.attentionRows ?? 'auto', outputs: {}, atol: c.tol.atol, rtol: c.tol.rtol, passed: false,
   };
+  if (c.needs && !backend.device.features.has(c.needs)) {
+    report.skipped = `the device has no '${c.needs}'`;
+    return report;
+  }
   const { program, values, names } = caseProgram(c);
   // ---- reference ----
   let cpu: Map<string, Float32Array | Int32Array>;

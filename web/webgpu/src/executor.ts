@@ -13,6 +13,7 @@
 // - Device errors (validation, out-of-memory, uncaptured errors, device loss) are collected and
 //   turned into WebGPUError exceptions at the next call.
 import { type KernelSource, specialise, withIncludes } from './kernels.js';
+import { TILED_DEFAULT, type TiledConfig, linearTiledSource, parseTiled, tiledFromDefines, tiledSmem, tiledThreads } from './linear_gen.js';
 import { type OpInfo, type ProgramJSON, type TensorInfo, isPersistent, numel, parseProgram } from './program.js';
 
 export class WebGPUError extends Error {
@@ -90,7 +91,8 @@ export function adamwConstants(
   ];
 }
 
-// linear_wide is chosen ('auto') for products with at least this many 128 x 128 tiles.
+// The generated 128 x 128 kernel (linear_tiled) is chosen ('auto') for products with at least this
+// many 128 x 128 output tiles (the 128 x 128 kernels were slower on fewer: too few workgroups).
 const WIDE_MIN_TILES = 512;
 
 function ceilDiv(a: number, b: number): number {
@@ -117,21 +119,26 @@ export class WebGPUBackend {
   // matmulBK: depth of linear_wide's K step (8 or 16); 'auto' = 8.
   // matmulNT: large forward products (x W^T, both operands contiguous along K) use
   // linear_nt.wgsl instead of linear_wide.wgsl ('auto' = yes).
+  // matmulTiled: the generated kernel (linear_tiled, src/linear_gen.ts): 'auto' = the measured
+  // choice per shape (see matmul()), 'off' = only the hand-written kernels (the choice before it),
+  // or a configuration forced on every product, e.g. '128x128/8x8/k16/db0/tr1' (parseTiled).
+  // matmulTile, matmulBK and matmulNT set to anything but 'auto' also turn it off.
   // matmulSplit: split-K factor; 'auto' splits products with fewer than 264 output tiles and
   // P >= 512 so that about 528 workgroups run (four per SM of a large GPU).
   // attentionRows: query (or key) rows per attention workgroup (one per thread); 'auto' = 64,
   // which measured faster than 32 on an H200 even where 64 leaves few workgroups (Behemoth: 119
   // vs 131 ms/step): smaller blocks re-read every K/V tile more often.
-  readonly options: { matmulTile: 'auto' | 64 | 128; matmulSplit: 'auto' | number; attentionRows: 'auto' | 32 | 64; matmulBK: 'auto' | 8 | 16; matmulNT: 'auto' | boolean };
+  readonly options: { matmulTile: 'auto' | 64 | 128; matmulSplit: 'auto' | number; attentionRows: 'auto' | 32 | 64; matmulBK: 'auto' | 8 | 16; matmulNT: 'auto' | boolean; matmulTiled: 'auto' | 'off' | string };
 
   constructor(device: GPUDevice, kernels: KernelSource,
-              options: { matmulTile?: 'auto' | 64 | 128; matmulSplit?: 'auto' | number; attentionRows?: 'auto' | 32 | 64; matmulBK?: 'auto' | 8 | 16; matmulNT?: 'auto' | boolean } = {}) {
+              options: { matmulTile?: 'auto' | 64 | 128; matmulSplit?: 'auto' | number; attentionRows?: 'auto' | 32 | 64; matmulBK?: 'auto' | 8 | 16; matmulNT?: 'auto' | boolean; matmulTiled?: 'auto' | 'off' | string } = {}) {
     this.device = device;
     this.kernels = kernels;
     this.options = {
       matmulTile: options.matmulTile ?? 'auto', matmulSplit: options.matmulSplit ?? 'auto', attentionRows: options.attentionRows ?? 'auto',
-      matmulBK: options.matmulBK ?? 'auto', matmulNT: options.matmulNT ?? 'auto',
+      matmulBK: options.matmulBK ?? 'auto', matmulNT: options.matmulNT ?? 'auto', matmulTiled: options.matmulTiled ?? 'auto',
     };
+    if (this.options.matmulTiled !== 'auto' && this.options.matmulTiled !== 'off') parseTiled(this.options.matmulTiled); // fail early
     this.maxWorkgroups = device.limits.maxComputeWorkgroupsPerDimension;
     device.addEventListener('uncapturederror', (ev: Event) => {
       const err = (ev as GPUUncapturedErrorEvent).error;
@@ -290,7 +297,7 @@ export class WebGPUBackend {
     if (!m) {
       let code: string;
       try {
-        code = specialise(withIncludes(kernel, this.kernels), defines);
+        code = kernel === 'linear_tiled' ? linearTiledSource(tiledFromDefines(defines)) : specialise(withIncludes(kernel, this.kernels), defines);
       } catch (e) {
         throw new WebGPUError(`kernel '${kernel}': ${(e as Error).message}`);
       }
@@ -766,57 +773,126 @@ export class Executor {
     return C / H;
   }
 
+  // The generated kernel's configuration for a product ('auto'), or null for the hand-written
+  // kernels. From the H200 sweeps (bench/results/h200-matmul-sweep3.jsonl, h200-matmul-s3.jsonl):
+  // 128 x 128 tiles, 8 x 8 per thread, 16-deep K steps in one buffer (two barriers per step: it
+  // beat the double-buffered variants), TR (operands contiguous along P transposed first: 43.8 /
+  // 44.7 TFLOP/s for x W^T / dy W at 4096^3 against 32.9 / 38.4 without, which reads them as
+  // they are). The subgroup variant (SG) was slower on the H200 than the same configuration
+  // without it (4096^3, dx / dW: 24.5 / 32.3 against 29.5 / 37.4 TFLOP/s; shuffles bring the A
+  // values one at a time where a broadcast vec4 read brings four), so no shape class picks it; it
+  // stays available by name (matmulTiled '.../sg1') where the device has 'subgroups'.
+  private autoTiled(d: { I: number; J: number; P: number; transA: boolean; transB: boolean }): TiledConfig | null {
+    const lim = this.backend.device.limits;
+    if (ceilDiv(d.I, 128) * ceilDiv(d.J, 128) >= WIDE_MIN_TILES && d.P >= 128) {
+      const c: TiledConfig = { ...TILED_DEFAULT, BK: 16, DB: 0, TR: 1 };
+      if (tiledSmem(c) <= lim.maxComputeWorkgroupStorageSize && tiledThreads(c) <= lim.maxComputeInvocationsPerWorkgroup) return c;
+    }
+    return null;
+  }
+
   private matmul(
     label: string,
     d: { I: number; J: number; P: number; transA: boolean; lda: number; transB: boolean; ldb: number; ldc: number },
     a: BindingSpec, b: BindingSpec, bias: BindingSpec, c: BindingSpec, hasBias: boolean, accumulate: boolean,
   ): DispatchSpec[] {
-    // Variant. linear_wide / linear_nt (128 x 128 tiles, 8 x 8 per thread) need 16 / 24 KiB of
-    // workgroup memory; 'auto' takes them where the product has at least WIDE_MIN_TILES of their
-    // tiles and a reduction of at least 128 (on an H200 the 64 x 64 tiles of linear.wgsl were
-    // faster at every Linear shape of the presets: more workgroups per multiprocessor). The
-    // forward layout (A plain, B transposed) goes to linear_nt, the others to linear_wide.
+    // Variant (options 'auto', measured on an H200, docs/webgpu.md "Matrix products"):
+    //  - at least WIDE_MIN_TILES output tiles of 128 x 128 (e.g. 4096^3): linear_tiled
+    //    128x128/8x8/k16/db0 with TR (autoTiled), operands contiguous along P first transposed;
+    //  - the forward of products with at least 2048 rows and 1 GFLOP (Huge's fc_in / fc_out):
+    //    linear_nt (128 x 128 tiles, split-K where few);
+    //  - everything else: linear.wgsl (64 x 64 tiles, split-K for long reductions).
+    // With matmulTiled 'off' (or matmulTile 128): linear_wide / linear_nt (128 x 128 tiles, need
+    // 16 / 24 KiB of workgroup memory) for products with at least WIDE_MIN_TILES of their tiles.
     const opts = this.backend.options;
+    const dev = this.backend.device;
+    // The generated kernel (linear_tiled, src/linear_gen.ts): forced by a config string, or
+    // chosen per shape by autoTiled(); otherwise the hand-written kernels below.
+    let tiled: TiledConfig | null = null;
+    if (opts.matmulTiled !== 'auto' && opts.matmulTiled !== 'off') {
+      tiled = parseTiled(opts.matmulTiled);
+      if (tiled.SG && !dev.features.has('subgroups')) throw new WebGPUError(`${label}: matmul config ${opts.matmulTiled} needs the 'subgroups' feature`);
+      if (tiledSmem(tiled) > dev.limits.maxComputeWorkgroupStorageSize || tiledThreads(tiled) > dev.limits.maxComputeInvocationsPerWorkgroup)
+        throw new WebGPUError(`${label}: matmul config ${opts.matmulTiled} exceeds this device's workgroup limits`);
+    } else if (opts.matmulTiled === 'auto' && opts.matmulTile === 'auto' && opts.matmulNT === 'auto' && opts.matmulBK === 'auto') tiled = this.autoTiled(d);
     const bk = opts.matmulBK === 'auto' ? 8 : opts.matmulBK;
     const nt = !d.transA && d.transB && opts.matmulNT !== false;
     const wideBytes = nt ? 2 * 2 * 128 * 12 * 4 : 2 * 2 * bk * 128 * 4;
-    const wideFits = this.backend.device.limits.maxComputeWorkgroupStorageSize >= wideBytes;
+    const wideFits = dev.limits.maxComputeWorkgroupStorageSize >= wideBytes;
     const tiles128 = ceilDiv(d.I, 128) * ceilDiv(d.J, 128);
-    const wide = wideFits && (opts.matmulTile === 128 || (opts.matmulTile === 'auto' && tiles128 >= WIDE_MIN_TILES && d.P >= 128));
-    const tile = wide ? 128 : 64;
-    const gx = ceilDiv(d.J, tile), gy = ceilDiv(d.I, tile);
+    const autoNT = nt && opts.matmulNT === 'auto' && d.I >= 2048 && 2 * d.I * d.J * d.P >= 1e9 && d.P >= 128;
+    const wide = !tiled && wideFits && (opts.matmulTile === 128 || (opts.matmulTile === 'auto' && ((tiles128 >= WIDE_MIN_TILES && d.P >= 128) || autoNT)));
+    const tileM = tiled ? tiled.BM : wide ? 128 : 64;
+    const tileN = tiled ? tiled.BN : wide ? 128 : 64;
+    const gx = ceilDiv(d.J, tileN), gy = ceilDiv(d.I, tileM);
     if (gx > this.backend.maxWorkgroups || gy > this.backend.maxWorkgroups)
       throw new WebGPUError(`${label}: a [${d.I}, ${d.J}] product needs more workgroups than this device dispatches`);
-    // Split-K: how many chunks of P (each a multiple of the 16-deep K step).
+    // Split-K: how many chunks of P (each a multiple of the K step, at least 16).
     const opt = opts.matmulSplit;
+    const big = tiled ? tileM * tileN >= 128 * 128 : wide;
+    const kstep = tiled ? Math.max(16, tiled.BK) : 16;
     let splits = 1;
     if (opt === 'auto') {
-      const target = wide ? 264 : 528; // about 2 (wide) or 4 workgroups per multiprocessor
+      const target = big ? 264 : 528; // about 2 (large tiles) or 4 workgroups per multiprocessor
       if (gx * gy < target / 2 && d.P >= 512) splits = Math.min(Math.floor(d.P / 256), Math.ceil(target / (gx * gy)));
-    } else splits = Math.max(1, Math.min(opt, ceilDiv(d.P, 16)));
+    } else splits = Math.max(1, Math.min(opt, ceilDiv(d.P, kstep)));
     let pchunk = d.P;
     if (splits > 1) {
-      pchunk = ceilDiv(ceilDiv(d.P, splits), 16) * 16;
+      pchunk = ceilDiv(ceilDiv(d.P, splits), kstep) * kstep;
       splits = ceilDiv(d.P, pchunk);
     }
-    const constants = {
+    const constants: Record<string, number> = {
       TRANS_A: d.transA ? 1 : 0, TRANS_B: d.transB ? 1 : 0, ALIGNED_A: d.lda % 4 === 0 ? 1 : 0,
       ALIGNED_B: d.ldb % 4 === 0 ? 1 : 0, HAS_BIAS: hasBias ? 1 : 0, ACC: accumulate ? 1 : 0, SPLIT: splits > 1 ? 1 : 0,
     };
-    const params = [u(d.I), u(d.J), u(d.P), u(d.lda), u(d.ldb), u(d.ldc), u(pchunk), u(splits)];
-    const kernel = wide ? (nt ? 'linear_nt' : 'linear_wide') : 'linear';
-    const defines: Record<string, number> = wide ? (nt ? {} : { BK: bk }) : { TM: 4, TN: 4 };
+    // TR: copy operands that are contiguous along P transposed into scratch buffers first.
+    const pre: DispatchSpec[] = [];
+    if (tiled?.TR) {
+      const lim = Math.min(dev.limits.maxStorageBufferBindingSize, dev.limits.maxBufferSize);
+      const transpose = (which: 0 | 1, rows: number, ld: number, src: BindingSpec): BindingSpec | null => {
+        const ldo = ceilDiv(rows, 4) * 4;
+        if (d.P * ldo * 4 > lim || ceilDiv(d.P, 32) > this.backend.maxWorkgroups || ceilDiv(rows, 32) > this.backend.maxWorkgroups) return null;
+        this.trFloats[which] = Math.max(this.trFloats[which], d.P * ldo);
+        const what = `transposed operand ${which ? 'B' : 'A'}`;
+        pre.push({ kernel: 'transpose', entry: 'main', label: `${label} ${which ? 'B' : 'A'}^T`, params: [u(rows), u(d.P), u(ld), u(ldo)],
+          bindings: [{ ...src, binding: 1 }, { binding: 2, buffer: this.trPlaceholder(which), access: 'w', what }],
+          workgroups: [ceilDiv(d.P, 32), ceilDiv(rows, 32), 1] });
+        return { binding: which + 1, buffer: this.trPlaceholder(which), access: 'r', what };
+      };
+      if (!d.transA) {
+        const t = transpose(0, d.I, d.lda, a);
+        if (t) { a = t; constants.TRANS_A = 1; constants.ALIGNED_A = 1; }
+      }
+      if (d.transB) {
+        const t = transpose(1, d.J, d.ldb, b);
+        if (t) { b = t; constants.TRANS_B = 0; constants.ALIGNED_B = 1; }
+      }
+    }
+    const lda = pre.some((s) => s.label.endsWith('A^T')) ? ceilDiv(d.I, 4) * 4 : d.lda;
+    const ldb = pre.some((s) => s.label.endsWith('B^T')) ? ceilDiv(d.J, 4) * 4 : d.ldb;
+    const params = [u(d.I), u(d.J), u(d.P), u(lda), u(ldb), u(d.ldc), u(pchunk), u(splits)];
+    const kernel = tiled ? 'linear_tiled' : wide ? (nt ? 'linear_nt' : 'linear_wide') : 'linear';
+    const defines: Record<string, number> = tiled ? { ...tiled, TR: 0 } : wide ? (nt ? {} : { BK: bk }) : { TM: 4, TN: 4 };
     if (splits === 1)
-      return [{ kernel, entry: 'main', label, defines, constants, params, bindings: [a, b, bias, c], workgroups: [gx, gy, 1] }];
+      return [...pre, { kernel, entry: 'main', label, defines, constants, params, bindings: [a, b, bias, c], workgroups: [gx, gy, 1] }];
     this.splitFloats = Math.max(this.splitFloats, splits * d.I * d.J);
     const scratchW: BindingSpec = { binding: 4, buffer: this.splitPlaceholder(), access: 'w', what: 'split-K partial products' };
     const scratchR: BindingSpec = { binding: 5, buffer: this.splitPlaceholder(), access: 'r', what: 'split-K partial products' };
     return [
+      ...pre,
       { kernel, entry: 'main', label: `${label} split ${splits}`, defines, constants, params,
         bindings: [a, b, bias, scratchW], workgroups: [gx, gy, splits] },
       { kernel: 'linear', entry: 'reduce_split', label: `${label} reduce`, defines: { TM: 4, TN: 4 }, constants, params,
         bindings: [bias, c, scratchR], workgroups: this.grid(ceilDiv(d.I * d.J, 256)) },
     ];
+  }
+
+  // Likewise one scratch buffer per transposed operand (A, B) for every product with TR.
+  private trFloats: [number, number] = [0, 0];
+  private trDummy: [GPUBuffer | null, GPUBuffer | null] = [null, null];
+  private trPlaceholder(which: 0 | 1): GPUBuffer {
+    this.trDummy[which] ??= this.backend.device.createBuffer({ label: 'transpose placeholder', size: 16, usage: GPUBufferUsage.STORAGE });
+    return this.trDummy[which]!;
   }
 
   // One scratch buffer serves every split-K product of the program (they run one after another).
@@ -842,6 +918,14 @@ export class Executor {
       for (const s of this.specs) for (const b of s.bindings) if (b.buffer === this.splitDummy) b.buffer = scratch;
       this.splitDummy.destroy();
       this.splitDummy = null;
+    }
+    for (const which of [0, 1] as const) {
+      const dummy = this.trDummy[which];
+      if (!dummy) continue;
+      const scratch = this.scratch(this.trFloats[which], `transposed operand ${which ? 'B' : 'A'}`);
+      for (const s of this.specs) for (const b of s.bindings) if (b.buffer === dummy) b.buffer = scratch;
+      dummy.destroy();
+      this.trDummy[which] = null;
     }
     // WebGPU forbids a buffer bound writable together with any other binding in one dispatch.
     for (const s of this.specs) {

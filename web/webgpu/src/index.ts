@@ -9,3 +9,4 @@ export {
 export { decodeSafeTensors, encodeSafeTensors, type SafeTensorsFile, type StTensor } from './safetensors.js';
 export { parseProgram, numel, type ProgramJSON, type TensorInfo, type OpInfo } from './program.js';
 export { specialise, withIncludes, kernelsFromMap, type KernelSource } from './kernels.js';
+export { linearTiledSource, parseTiled, tiledName, TILED_DEFAULT, type TiledConfig } from './linear_gen.js';

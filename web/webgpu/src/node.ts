@@ -52,7 +52,9 @@ export async function createNodeBackend(
       'no WebGPU adapter: install a Vulkan driver (libvulkan1) or set VK_ICD_FILENAMES to SwiftShader ' +
         '(/usr/lib/chromium/vk_swiftshader_icd.json from the chromium package)',
     );
-  const device = await adapter.requestDevice({ requiredLimits: WebGPUBackend.requiredLimits(adapter) });
+  // 'subgroups' where the adapter has it (the matmul's subgroup variant, linear_gen.ts SG = 1).
+  const requiredFeatures = (['subgroups'] as GPUFeatureName[]).filter((f) => adapter.features.has(f));
+  const device = await adapter.requestDevice({ requiredLimits: WebGPUBackend.requiredLimits(adapter), requiredFeatures });
   const info = adapter.info;
   const description = [info.vendor, info.architecture, info.device, info.description].filter((x) => x).join(' ');
   instances.push(gpu);
