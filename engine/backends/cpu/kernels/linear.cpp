@@ -122,11 +122,14 @@ struct Product {
         }
     }
     // C += the partials, in chunk order, over rows [r0, r1) of C.
+    // Row by row, so that a row of C stays in L1 while every chunk's partial is added to it.
     void finish(int64_t r0, int64_t r1) const {
-        for (int64_t c = 1; c < chunks(); c++) {
-            const float* part = partial + (c - 1) * I * ldc;
-            for (int64_t i = r0; i < r1; i++)
-                for (int64_t j = 0; j < J; j++) C[i * ldc + j] = part[i * ldc + j] + C[i * ldc + j];
+        for (int64_t i = r0; i < r1; i++) {
+            float* __restrict c_row = C + i * ldc;
+            for (int64_t c = 1; c < chunks(); c++) {
+                const float* __restrict part = partial + (c - 1) * I * ldc + i * ldc;
+                for (int64_t j = 0; j < J; j++) c_row[j] = part[j] + c_row[j];
+            }
         }
     }
 };
