@@ -52,9 +52,10 @@ async function gpuChecks(module: Awaited<ReturnType<typeof loadModule>>): Promis
   const a = adapter.info;
   post({ kind: 'gpu-adapter', detail: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'unnamed adapter' });
   const backend = new WebGPUBackend(device, kernelSource());
+  // The kernels the site runs; forced benchmark variants stay in the Node suite (checks.ts).
   const results = await runKernelChecks(backend, (program, inputs) => module.runProgram(program, inputs), (r) =>
     post({ kind: 'kernel', result: r, line: describeResult(r) }),
-  );
+  { filter: (c) => !c.variant });
   post({ kind: 'gpu-summary', summary: summariseChecks(results) });
   backend.destroy();
   device.destroy();
