@@ -14,23 +14,8 @@
 // s+1 are loaded into registers while step s is multiplied, one barrier per step. Ragged edges:
 // bounds-checked scalar loads (zeros outside the matrix), so any shape is correct.
 // (Generated once from a short script; edit here.)
-struct Params {
-  I: u32, J: u32, P: u32, lda: u32,
-  ldb: u32, ldc: u32, pchunk: u32, splits: u32,
-}
-@group(0) @binding(0) var<uniform> U: Params;
-@group(0) @binding(1) var<storage, read> A: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> B: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> C: array<f32>;
-
-override TRANS_A: bool = false;   // must be false (the executor uses this kernel for x W^T only)
-override TRANS_B: bool = true;    // must be true
-override ALIGNED_A: bool = false; // lda % 4 == 0
-override ALIGNED_B: bool = false; // ldb % 4 == 0
-override HAS_BIAS: bool = false;
-override ACC: bool = false;       // C += product (acc<i> = 1) instead of C = product
-override SPLIT: bool = false;     // write raw partial products to slice wid.z of C (scratch)
+// #include linear_interface
+// (TRANS_A must be false and TRANS_B true: the executor uses this kernel for x W^T only.)
 
 const ROW: u32 = 3u;              // vec4s per tile row: 2 of data (BK = 8), 1 of padding
 const HALF: u32 = 128u * ROW;     // vec4s of one buffer

@@ -22,23 +22,7 @@
 // step, one vec4 load where the leading dimension is a multiple of 4 (ALIGNED_*) and the quad is
 // inside the matrix, bounds-checked scalar loads (zeros outside) elsewhere, so any shape is
 // correct. Quads contiguous along p are transposed into the k-major tile on the store.
-struct Params {
-  I: u32, J: u32, P: u32, lda: u32,
-  ldb: u32, ldc: u32, pchunk: u32, splits: u32,
-}
-@group(0) @binding(0) var<uniform> U: Params;
-@group(0) @binding(1) var<storage, read> A: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> B: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> C: array<f32>;
-
-override TRANS_A: bool = false;   // A(i,p) = A[p*lda + i] if true, A[i*lda + p] if false
-override TRANS_B: bool = true;    // B(p,j) = B[j*ldb + p] if true, B[p*ldb + j] if false
-override ALIGNED_A: bool = false; // lda % 4 == 0
-override ALIGNED_B: bool = false; // ldb % 4 == 0
-override HAS_BIAS: bool = false;
-override ACC: bool = false;       // C += product (acc<i> = 1) instead of C = product
-override SPLIT: bool = false;     // write raw partial products to slice wid.z of C (scratch)
+// #include linear_interface
 
 const BK: u32 = 8u;               // depth of a step: 8 or 16 (replaced by the executor)
 const TILE: u32 = 128u;           // BM = BN

@@ -12,7 +12,7 @@
 //   awaited by run() itself: the caller decides when (if ever) to wait.
 // - Device errors (validation, out-of-memory, uncaptured errors, device loss) are collected and
 //   turned into WebGPUError exceptions at the next call.
-import { type KernelSource, specialise, withIncludes } from './kernels.js';
+import { type KernelSource, sourceWithIncludes, specialise, withIncludes } from './kernels.js';
 import { TILED_DEFAULT, type TiledConfig, linearTiledSource, parseTiled, tiledFromDefines, tiledSmem, tiledThreads } from './linear_gen.js';
 import { type OpInfo, type ProgramJSON, type TensorInfo, isPersistent, numel, parseProgram } from './program.js';
 
@@ -297,7 +297,7 @@ export class WebGPUBackend {
     if (!m) {
       let code: string;
       try {
-        code = kernel === 'linear_tiled' ? linearTiledSource(tiledFromDefines(defines)) : specialise(withIncludes(kernel, this.kernels), defines);
+        code = kernel === 'linear_tiled' ? sourceWithIncludes(kernel, linearTiledSource(tiledFromDefines(defines)), this.kernels) : specialise(withIncludes(kernel, this.kernels), defines);
       } catch (e) {
         throw new WebGPUError(`kernel '${kernel}': ${(e as Error).message}`);
       }

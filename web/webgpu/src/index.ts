@@ -8,5 +8,5 @@ export {
 } from './checks.js';
 export { decodeSafeTensors, encodeSafeTensors, type SafeTensorsFile, type StTensor } from './safetensors.js';
 export { parseProgram, numel, type ProgramJSON, type TensorInfo, type OpInfo } from './program.js';
-export { specialise, withIncludes, kernelsFromMap, type KernelSource } from './kernels.js';
+export { specialise, withIncludes, sourceWithIncludes, kernelsFromMap, type KernelSource } from './kernels.js';
 export { linearTiledSource, parseTiled, tiledName, TILED_DEFAULT, type TiledConfig } from './linear_gen.js';

@@ -20,21 +20,29 @@ const INCLUDE = /^\/\/ #include ([A-Za-z0-9_]+)\s*$/gm;
 
 // The kernel's text followed by every common file it includes (transitively, each once).
 export function withIncludes(name: string, kernels: KernelSource): string {
-  const seen = new Set<string>();
-  const parts: string[] = [];
-  const visit = (file: string, from: string) => {
-    if (seen.has(file)) return;
-    seen.add(file);
-    let text: string;
-    try {
-      text = kernels(file);
-    } catch (e) {
-      throw new Error(`${from}: ${(e as Error).message}`);
+  return sourceWithIncludes(name, kernels(name), kernels);
+}
+
+// The same for a kernel whose text is not a file (the generated linear_tiled, src/linear_gen.ts).
+export function sourceWithIncludes(name: string, source: string, kernels: KernelSource): string {
+  const seen = new Set<string>([name]);
+  const parts: string[] = [source];
+  const visit = (text: string, file: string) => {
+    for (const m of text.matchAll(INCLUDE)) {
+      const inc = `common/${m[1]}`;
+      if (seen.has(inc)) continue;
+      seen.add(inc);
+      let body: string;
+      try {
+        body = kernels(inc);
+      } catch (e) {
+        throw new Error(`kernels/${file}.wgsl includes ${m[1]}: ${(e as Error).message}`);
+      }
+      parts.push(`\n// ---- included from kernels/${inc}.wgsl ----\n${body}`);
+      visit(body, inc);
     }
-    parts.push(file === name ? text : `\n// ---- included from kernels/${file}.wgsl ----\n${text}`);
-    for (const m of text.matchAll(INCLUDE)) visit(`common/${m[1]}`, `kernels/${file}.wgsl includes ${m[1]}`);
   };
-  visit(name, `kernel '${name}'`);
+  visit(source, name);
   return parts.join('');
 }
 
