@@ -4,7 +4,7 @@
 # the WebAssembly SIMD+threads build on the machine's CPU cores, then bench/gpu_merge.py puts
 # them side by side (JSON lines with ratio / speedup fields).
 #
-#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|gpu|wasm|full OUTDIR
+#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full OUTDIR
 # (gpu + wasm = full, in two commands; then: python3 bench/gpu_merge.py --webgpu webgpu.jsonl --torch torch.jsonl --wasm wasm.jsonl)
 #
 # Needs (see docs/performance.md, "WebGPU on an H200"): .gpu/ from shared/tools/gpu-webgpu-pack
@@ -20,6 +20,11 @@
 #          kernel tests on the real driver with TESTS=1 (carry [".gpu", "web/webgpu/dist"] suffices).
 #   matmul3: the matmul benchmark of record: the default ("auto") and variants at 4096^3 (median of
 #          3) and at every preset's shapes, cuBLAS in the same run, the kernel tests on the driver.
+#   layernorm: LayerNorm forward + backward with the subgroup reductions (kernels/common/
+#          reduce_subgroup.wgsl) next to the workgroup tree (reduce.wgsl), interleaved per shape, median
+#          of 3, at LN_SHAPES (default 8192x768,65536x1024), then the kernel tests on the real driver
+#          (TESTS=0 skips them; carry [".gpu", "web/webgpu/dist"] suffices). LOCAL=1 skips the .gpu setup
+#          and uses this machine's node and Vulkan driver (a smoke test on SwiftShader with tiny LN_SHAPES).
 #   gpu:   every preset: WebGPU matmuls (3 layouts; 4096^3 median of 3), training steps, the
 #          matmul variants, PyTorch (cuBLAS matmuls, training steps); wasm: the WASM steps.
 #   full:  gpu then wasm, then the merge.
@@ -29,13 +34,15 @@ out=${2:?OUTDIR}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 root=$PWD
-# Node, Dawn and the Vulkan loader from .gpu (shared/tools/gpu-webgpu-pack's prefix).
-for f in .gpu/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-mkdir -p /tmp/n; xz -dc .gpu/node.xz > /tmp/n/node; chmod +x /tmp/n/node; export PATH=/tmp/n:$PATH
-nm=web/webgpu/node_modules; mkdir -p $nm; rm -rf $nm/webgpu; cp -r .gpu/webgpu $nm/webgpu
-xz -dc .gpu/dawn.node.xz > $nm/webgpu/dist/linux-x64/dawn.node
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_RUNTIME_DIR=/tmp
-export PTL_WEBGPU_NATIVE=1 PTL_BUILD_DIR=$root/.gpu/bin PTL_DATA_DIR=$root/.gpu/data PYTHONUNBUFFERED=1
+if [[ ${LOCAL:-0} != 1 ]]; then
+  # Node, Dawn and the Vulkan loader from .gpu (shared/tools/gpu-webgpu-pack's prefix).
+  for f in .gpu/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+  mkdir -p /tmp/n; xz -dc .gpu/node.xz > /tmp/n/node; chmod +x /tmp/n/node; export PATH=/tmp/n:$PATH
+  nm=web/webgpu/node_modules; mkdir -p $nm; rm -rf $nm/webgpu; cp -r .gpu/webgpu $nm/webgpu
+  xz -dc .gpu/dawn.node.xz > $nm/webgpu/dist/linux-x64/dawn.node
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_RUNTIME_DIR=/tmp
+  export PTL_WEBGPU_NATIVE=1 PTL_BUILD_DIR=$root/.gpu/bin PTL_DATA_DIR=$root/.gpu/data PYTHONUNBUFFERED=1
+fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; nproc; lscpu | grep 'Model name'; python3 -c 'import torch; print("torch", torch.__version__)'; node --version; } > "$out/env.txt" 2>&1
 wb() { node bench/webgpu_bench.mjs --ptl .gpu/bin/ptl "$@"; }
 if [[ $mode == sweep ]]; then
@@ -103,6 +110,16 @@ if [[ $mode == matmul3 ]]; then
   cat "$out/webgpu_4096.jsonl" "$out/webgpu_presets.jsonl" > "$out/webgpu_all.jsonl"
   python3 bench/gpu_merge.py --webgpu "$out/webgpu_all.jsonl" --torch "$out/torch.jsonl" > "$out/merged.jsonl" 2>> "$out/stderr.log"
   rm "$out/webgpu_all.jsonl"
+  exit 0
+fi
+if [[ $mode == layernorm ]]; then
+  # The row reductions of layernorm / layernorm_backward: subgroupAdd within each subgroup and one
+  # step across them (the default where the device has 'subgroups') against the workgroup tree.
+  LN=${LN_SHAPES:-8192x768,65536x1024}
+  timeout ${LN_S:-200} node bench/webgpu_bench.mjs --matmul none --train 0 --layernorm "$LN" --ln-variants subgroup,workgroup \
+    --repeat ${LN_REPEAT:-3} --warm-s ${LN_WARM:-0.3} --min-ms ${LN_MIN_MS:-200} > "$out/webgpu_layernorm.jsonl" 2>> "$out/stderr.log"
+  echo "layernorm bench rc=$?" >> "$out/env.txt"
+  if [[ ${TESTS:-1} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
   exit 0
 fi
 P=${PRESETS:-tiny,small,medium,large,xl,huge,massive,mega,behemoth}

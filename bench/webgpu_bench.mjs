@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // WebGPU backend speed: the matmul kernels (kernels/linear*.wgsl, the generated linear_tiled) in GFLOP/s at the presets'
-// Linear shapes and at 4096^3, and whole training steps (ms/step) per preset.
+// Linear shapes and at 4096^3, whole training steps (ms/step) per preset, and (--layernorm) LayerNorm forward and
+// backward with each variant of the row reductions.
 //
 //   (cd web/webgpu && npm install && npm run build)
 //   node bench/webgpu_bench.mjs [--presets tiny,small,...|all] [--matmul preset|4096|none]
@@ -8,12 +9,19 @@
 //                               [--steps 20] [--warmup 3] [--reps 20] [--warm-s 0.5] [--min-ms 300]
 //                               [--ptl build-gpu/ptl] [--profile]
 //                               [--tile 64|128] [--bk 8|16] [--nt 0|1] [--tiled V,V,... (auto|off|t64|nt|wide|128x128/8x8/k16[/db0][/map1][/sw1][/sg1][/pad0][/u0][/tr1])] [--split N] [--attn-rows 32|64] [--dawn 'enable-dawn-features=a,b;...']
+//                               [--layernorm NxC,NxC,... (e.g. 8192x768,65536x1024; default none)] [--ln-variants subgroup,workgroup,auto]
 //
 // Prints one JSON line per measurement and a summary line:
 //   {"kind":"matmul","layout":"fwd|dx|dW","shape":"...","M","N","K","ms","gflops","max_rel_err","kernel"}
 // Layouts (the three products of a Linear layer x[M,K], W[N,K], dy[M,N]; 2MNK flops each):
 //   fwd y = x W^T (op linear), dx = dy W and dW = dy^T x (op linear_backward with one output).
 //   {"kind":"train_step","preset","batch","ms_per_step","tokens_per_s","dispatches","loss_first","loss_last"}
+//   {"bench":"layernorm","variant","N","C","ms_fwd","ms_bwd","ms_dx","GB_s","max_abs_err"}: one op `layernorm` (y, mean, rstd)
+//     and one `layernorm_backward` (dx, dw, db; ms_dx: dx alone, the part whose reductions differ) on N rows of C,
+//     with options.reductions = the variant (one backend each on the same device, measured in turn per shape; with
+//     --repeat N the median of N); GB_s: the bytes both must move at least (x read, y written; dy and x read by dx
+//     and again by dw/db, dx written: 7 N C floats) over ms_fwd + ms_bwd; max_abs_err: mean, rstd, dx of 4 rows
+//     against float64.
 //   {"kind":"summary","adapter", ...}
 // Timing: after at least 0.5 s of untimed runs (the GPU clocks ramp up under load), `reps`
 // products (at least 0.3 s of them) or `steps` training steps are recorded back to back and
@@ -86,7 +94,7 @@ const baseOptions = { matmulTile: tileOpt, matmulSplit: splitOpt, attentionRows:
 const variants = tiledList.map((cfg, i) => ({ cfg, be: i === 0 ? be : new WebGPUBackend(device, be.kernels, { ...baseOptions, ...variantOptions(cfg) }) }));
 const vtag = (cfg) => (tiledList.length > 1 ? (tag ? `${tag}:${cfg}` : cfg) : tag);
 const emit = (o, tg = tag) => console.log(JSON.stringify(tg === undefined ? o : { tag: tg, ...o }));
-const summary = { kind: 'summary', adapter: gpu.description, matmul_tile: tileOpt, matmul_bk: bkOpt, matmul_nt: ntOpt, matmul_tiled: tiledList.join(','), maxComputeWorkgroupStorageSize: device.limits.maxComputeWorkgroupStorageSize, matmul_split: splitOpt, attention_rows: rowsOpt, dawn: args.dawn ?? null, features: [...gpu.adapter.features].filter((f) => /subgroup|timestamp|f16/.test(f)),
+const summary = { kind: 'summary', adapter: gpu.description, layernorm: [], matmul_tile: tileOpt, matmul_bk: bkOpt, matmul_nt: ntOpt, matmul_tiled: tiledList.join(','), maxComputeWorkgroupStorageSize: device.limits.maxComputeWorkgroupStorageSize, matmul_split: splitOpt, attention_rows: rowsOpt, dawn: args.dawn ?? null, features: [...gpu.adapter.features].filter((f) => /subgroup|timestamp|f16/.test(f)),
   maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize, matmul: [], train: [] };
 
 function lcg(seed) {
@@ -195,6 +203,81 @@ if (matmulMode !== 'none') {
       }
     }
   if (modes.includes('4096')) for (const l of layouts) await benchMatmul('4096^3', 4096, 4096, 4096, l, Number(args.repeat ?? 1));
+}
+
+// ---- layernorm: forward and backward per variant of the row reductions ----------------------------
+async function benchLayernorm(N, C, variantNames, repeat = 1) {
+  const eps = 1e-5;
+  // mean and rstd are 'state' (kept in the variant's store): the backward reads what its forward wrote.
+  const st = (name, shape) => ({ ...t(name, shape), kind: 'state' });
+  const fwd = { format: 'ptl-program', version: 1, name: `layernorm ${N}x${C}`,
+    tensors: [t('x', [N, C]), t('w', [C]), t('b', [C]), t('y', [N, C]), st('mean', [N]), st('rstd', [N])],
+    ops: [{ op: 'layernorm', inputs: [0, 1, 2], outputs: [3, 4, 5], attrs: { eps } }] };
+  const bwd = (dwdb) => ({ format: 'ptl-program', version: 1, name: `layernorm_backward ${N}x${C}${dwdb ? '' : ' dx'}`,
+    tensors: [t('dy', [N, C]), t('x', [N, C]), t('w', [C]), st('mean', [N]), st('rstd', [N]), t('dx', [N, C]), t('dw', [C]), t('db', [C])],
+    ops: [{ op: 'layernorm_backward', inputs: [0, 1, 2, 3, 4], outputs: dwdb ? [5, 6, 7] : [5, -1, -1], attrs: {} }] });
+  const r = lcg(N * 7 + C);
+  const x = Float32Array.from({ length: N * C }, () => r() * 2 + 0.5);
+  const dy = Float32Array.from({ length: N * C }, r);
+  const w = Float32Array.from({ length: C }, () => 1 + 0.1 * r()), b = Float32Array.from({ length: C }, () => 0.1 * r());
+  const runs = [];
+  for (const v of variantNames) {
+    try {
+      const vb = new WebGPUBackend(device, be.kernels, { ...baseOptions, reductions: v });
+      const exs = { fwd: await vb.load(fwd), bwd: await vb.load(bwd(true)), dx: await vb.load(bwd(false)) };
+      exs.fwd.write('x', x); exs.fwd.write('w', w); exs.fwd.write('b', b);
+      exs.fwd.run();
+      for (const e of [exs.bwd, exs.dx]) { e.write('dy', dy); e.write('x', x); e.write('w', w); }
+      runs.push({ v, vb, exs, all: { fwd: [], bwd: [], dx: [] } });
+    } catch (e) {
+      emit({ bench: 'layernorm', variant: v, N, C, error: String(e.message ?? e).slice(0, 300) });
+    }
+  }
+  // Interleaved: every repetition measures each variant in turn (clock drift hits them alike).
+  for (let rep = 0; rep < repeat; rep++)
+    for (const run of runs)
+      for (const k of ['fwd', 'bwd', 'dx']) {
+        const ex = run.exs[k];
+        await warm(ex);
+        const est = await timeRuns(ex, 1);
+        run.all[k].push(await timeRuns(ex, Math.min(Math.max(reps, Math.ceil(minMs / Math.max(est, 1e-3))), 5000)));
+      }
+  const median = (a) => [...a].sort((p, q) => p - q)[(a.length - 1) >> 1];
+  for (const run of runs) {
+    // Spot check against float64: mean, rstd and dx of 4 rows.
+    const [mean, rstd] = [await run.exs.fwd.read('mean'), await run.exs.fwd.read('rstd')];
+    const dx = await run.exs.dx.read('dx');
+    let err = 0;
+    for (let s = 0; s < 4; s++) {
+      const i = (s * 7919) % N, o = i * C;
+      let m = 0, q = 0;
+      for (let c = 0; c < C; c++) m += x[o + c];
+      m /= C;
+      for (let c = 0; c < C; c++) q += (x[o + c] - m) ** 2;
+      const rs = 1 / Math.sqrt(q / C + eps);
+      let gs = 0, gxs = 0;
+      for (let c = 0; c < C; c++) { const g = dy[o + c] * w[c]; gs += g; gxs += g * (x[o + c] - m) * rs; }
+      err = Math.max(err, Math.abs(mean[i] - m), Math.abs(rstd[i] - rs));
+      for (let c = 0; c < C; c++) err = Math.max(err, Math.abs(dx[o + c] - rs * (dy[o + c] * w[c] - gs / C - (x[o + c] - m) * rs * (gxs / C))));
+    }
+    const [f, bw, d] = [median(run.all.fwd), median(run.all.bwd), median(run.all.dx)];
+    const o = { bench: 'layernorm', variant: run.v, N, C, ms_fwd: +f.toFixed(4), ms_bwd: +bw.toFixed(4), ms_dx: +d.toFixed(4),
+      GB_s: +((7 * N * C * 4) / ((f + bw) * 1e6)).toPrecision(4), max_abs_err: +err.toExponential(2) };
+    if (repeat > 1) Object.assign(o, { repeats: repeat, ms_fwd_all: run.all.fwd.map((m) => +m.toFixed(4)), ms_bwd_all: run.all.bwd.map((m) => +m.toFixed(4)) });
+    summary.layernorm.push({ variant: run.v, N, C, ms_fwd: o.ms_fwd, ms_bwd: o.ms_bwd });
+    emit(o);
+    for (const e of Object.values(run.exs)) e.destroy();
+    run.vb.clearStore();
+  }
+}
+
+if (args.layernorm && args.layernorm !== true && String(args.layernorm) !== 'none') {
+  const lnVariants = String(args['ln-variants'] ?? 'subgroup,workgroup').split(',').filter(Boolean);
+  for (const shape of String(args.layernorm).split(',').filter(Boolean)) {
+    const m = /^(\d+)x(\d+)$/.exec(shape);
+    if (!m) { console.error(`--layernorm: bad shape '${shape}' (expected NxC, e.g. 8192x768)`); process.exit(2); }
+    await benchLayernorm(+m[1], +m[2], lnVariants, Number(args.repeat ?? 1));
+  }
 }
 
 // ---- training steps ------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 // layernorm: per row of C: y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps), biased
 // variance; mean and rstd are saved for the backward. (C++ twin: kernels/layernorm.cpp)
-// One workgroup of 64 threads per row; two passes (mean, then squared deviations from it) with
-// fixed-order tree reductions. The CPU sums in double; here fp32 partial sums of C/64 terms each.
+// One workgroup of 64 threads per row; two passes (mean, then squared deviations from it), each
+// a workgroup reduction: the tree of common/reduce.wgsl, or common/reduce_subgroup.wgsl where the
+// executor resolves the include to it (options.reductions); either repeats run to run. The CPU
+// sums in double; here fp32 partial sums of C/64 terms each.
 struct Params { N: u32, C: u32, eps: f32, _pad: u32 }
 @group(0) @binding(0) var<uniform> U: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;

@@ -1,7 +1,9 @@
 // layernorm_backward (C++ twin: kernels/layernorm.cpp). With xhat = (x - mean) * rstd, g = dy * w:
 //   dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))     (entry point `dx`, one workgroup per row)
 //   dw = sum over rows of dy * xhat,  db = sum over rows of dy (entry point `dwdb`, column sums)
-// Every output honours its acc flag; the column sums run in a fixed order (no atomics).
+// Every output honours its acc flag; the column sums run in a fixed order (no atomics). dx_main's
+// row sums are the workgroup reductions of `// #include reduce` (the tree, or the subgroup variant
+// where the executor resolves the include to common/reduce_subgroup.wgsl).
 struct Params { N: u32, C: u32, _pad0: u32, _pad1: u32 }
 @group(0) @binding(0) var<uniform> U: Params;
 @group(0) @binding(1) var<storage, read> dy: array<f32>;
@@ -19,7 +21,7 @@ override ACC_DB: bool = false;
 override HAS_DW: bool = true;
 override HAS_DB: bool = true;
 
-const RED_WG: u32 = 256u;  // dx_main reduces over 64 threads; dwdb_main uses `red` as [8][32]
+const RED_WG: u32 = 256u;  // dx_main reduces over 64 threads; dwdb_main uses `red` (both variants have it) as [8][32]
 // #include reduce
 
 @compute @workgroup_size(64)

@@ -10,7 +10,7 @@
 // compared output must satisfy |gpu - cpu| <= atol + rtol * |cpu| element-wise (fp32 tolerances
 // below). A case whose reference does not know the op (an op newer than the reference build)
 // is reported as skipped, with the reason.
-import { WebGPUBackend } from './executor.js';
+import { type BackendOptions, WebGPUBackend } from './executor.js';
 import type { OpKind, ProgramJSON, TensorKind } from './program.js';
 import { decodeSafeTensors, encodeSafeTensors } from './safetensors.js';
 
@@ -90,7 +90,7 @@ export interface KernelCase {
   op: { op: string; inputs: (string | null)[]; outputs: (string | null)[]; attrs?: Record<string, number> };
   compareOutputs?: string[]; // default: the op's present outputs (absent ones listed here must stay untouched)
   withForward?: boolean; // attention_backward: y and lse come from the reference's forward on q, k, v
-  options?: { matmulTile?: 'auto' | 64 | 128; matmulSplit?: 'auto' | number; attentionRows?: 'auto' | 32 | 64; matmulBK?: 'auto' | 8 | 16; matmulNT?: 'auto' | boolean; matmulTiled?: 'auto' | 'off' | string };
+  options?: Partial<BackendOptions>;
   needs?: GPUFeatureName; // skipped where the device lacks this feature
   // A kernel variant that 'auto' never picks (a benchmark candidate forced by name): checked by
   // the Node suite (npm run test:webgpu), left out of the /kernels page, which checks what the
@@ -149,12 +149,24 @@ export function kernelCases(): KernelCase[] {
     op: { op: 'embedding_backward', inputs: ['dx', 'tokens', 'pos0'], outputs: ['dtok', 'dpos'], attrs: { acc0: 0, acc1: 1 } } });
 
   // ---- layernorm -------------------------------------------------------------------------------
-  for (const [C, N] of [[37, 6], [130, 5], [48, 128]] as const)
-    add({ name: `layernorm C=${C}`, tol: TOL.reduction, seed: C,
-      tensors: { x: { shape: [N, C], init: (r) => r.normal() * 2 + 0.5 }, w: { shape: [C], init: 'normal' }, b: { shape: [C], init: 'normal' },
-        y: { shape: [N, C] }, mean: { shape: [N] }, rstd: { shape: [N] } },
-      op: { op: 'layernorm', inputs: ['x', 'w', 'b'], outputs: ['y', 'mean', 'rstd'], attrs: { eps: 1e-5 } } });
-  for (const [C, N, accs] of [[37, 6, [1, 0, 1]], [130, 70, [0, 1, 0]]] as const) {
+  // Each case twice: the workgroup-tree reductions (forced) and the subgroup ones (forced, where
+  // the device has 'subgroups'; 'auto' picks them there). Widths below, at and above the 64
+  // threads of a row, ragged ones, presets' widths (48, 384, 1280) and 768 / 1024.
+  const reductions = [['workgroup', {}], ['subgroup', { needs: 'subgroups' as GPUFeatureName }]] as const;
+  for (const [C, N] of [[37, 6], [130, 5], [48, 128], [64, 3], [200, 9], [384, 4], [768, 3], [1024, 5], [1280, 2]] as const)
+    for (const [red, nd] of reductions)
+      add({ name: `layernorm ${red} C=${C} N=${N}`, tol: TOL.reduction, seed: C, options: { reductions: red }, ...nd,
+        tensors: { x: { shape: [N, C], init: (r) => r.normal() * 2 + 0.5 }, w: { shape: [C], init: 'normal' }, b: { shape: [C], init: 'normal' },
+          y: { shape: [N, C] }, mean: { shape: [N] }, rstd: { shape: [N] } },
+        op: { op: 'layernorm', inputs: ['x', 'w', 'b'], outputs: ['y', 'mean', 'rstd'], attrs: { eps: 1e-5 } } });
+  for (const [C, N, outs, accs] of [
+    [37, 6, ['dx', 'dw', 'db'], [1, 0, 1]],
+    [130, 70, ['dx', 'dw', 'db'], [0, 1, 0]],
+    [64, 5, ['dx', null, null], [0, 0, 0]],
+    [200, 9, ['dx', 'dw', 'db'], [1, 1, 1]],
+    [768, 4, ['dx', 'dw', null], [0, 0, 0]],
+    [1024, 3, ['dx', 'dw', 'db'], [0, 1, 0]],
+  ] as const) {
     // mean and rstd as a forward on the same x would give them (computed here in double).
     const r = caseRng(C + 100);
     const x = Array.from({ length: N * C }, () => r.normal() * 2 + 0.5);
@@ -166,12 +178,15 @@ export function kernelCases(): KernelCase[] {
       mean.push(m);
       rstd.push(1 / Math.sqrt(v + 1e-5));
     }
-    add({ name: `layernorm_backward C=${C} acc=${accs}`, tol: TOL.reduction, seed: C,
-      tensors: { dy: { shape: [N, C], init: 'normal' }, x: { shape: [N, C], init: x }, w: { shape: [C], init: 'normal' },
-        mean: { shape: [N], init: mean }, rstd: { shape: [N], init: rstd },
-        dx: { shape: [N, C], init: 'normal' }, dw: { shape: [C], init: 'normal' }, db: { shape: [C], init: 'normal' } },
-      op: { op: 'layernorm_backward', inputs: ['dy', 'x', 'w', 'mean', 'rstd'], outputs: ['dx', 'dw', 'db'],
-        attrs: { acc0: accs[0], acc1: accs[1], acc2: accs[2] } } });
+    for (const [red, nd] of reductions)
+      add({ name: `layernorm_backward ${red} C=${C} N=${N} out=${outs.map((o) => o ?? '-')} acc=${accs}`, tol: TOL.reduction, seed: C,
+        options: { reductions: red }, ...nd,
+        tensors: { dy: { shape: [N, C], init: 'normal' }, x: { shape: [N, C], init: x }, w: { shape: [C], init: 'normal' },
+          mean: { shape: [N], init: mean }, rstd: { shape: [N], init: rstd },
+          dx: { shape: [N, C], init: 'normal' }, dw: { shape: [C], init: 'normal' }, db: { shape: [C], init: 'normal' } },
+        op: { op: 'layernorm_backward', inputs: ['dy', 'x', 'w', 'mean', 'rstd'], outputs: [...outs],
+          attrs: { acc0: accs[0], acc1: accs[1], acc2: accs[2] } },
+        compareOutputs: ['dx', 'dw', 'db'] }); // absent outputs must stay untouched
   }
 
   // ---- linear ----------------------------------------------------------------------------------
@@ -405,10 +420,7 @@ function backendFor(base: WebGPUBackend, options: KernelCase['options']): WebGPU
   if (!m) variants.set(base, (m = new Map()));
   let be = m.get(key);
   if (!be) {
-    be = new WebGPUBackend(base.device, base.kernels, {
-      matmulTile: options.matmulTile ?? 'auto', matmulSplit: options.matmulSplit ?? 'auto', attentionRows: options.attentionRows ?? 'auto',
-      matmulBK: options.matmulBK ?? 'auto', matmulNT: options.matmulNT ?? 'auto', matmulTiled: options.matmulTiled ?? 'auto',
-    });
+    be = new WebGPUBackend(base.device, base.kernels, options);
     m.set(key, be);
   }
   return be;

@@ -12,7 +12,7 @@
 //   awaited by run() itself: the caller decides when (if ever) to wait.
 // - Device errors (validation, out-of-memory, uncaptured errors, device loss) are collected and
 //   turned into WebGPUError exceptions at the next call.
-import { type KernelSource, sourceWithIncludes, specialise, withIncludes } from './kernels.js';
+import { type IncludeAliases, type KernelSource, sourceWithIncludes, specialise, withIncludes } from './kernels.js';
 import { TILED_DEFAULT, type TiledConfig, linearTiledSource, parseTiled, tiledFromDefines, tiledSmem, tiledThreads } from './linear_gen.js';
 import { type OpInfo, type ProgramJSON, type TensorInfo, isPersistent, numel, parseProgram } from './program.js';
 
@@ -40,6 +40,7 @@ interface DispatchSpec {
   kernel: string;
   entry: string;
   defines?: Record<string, number>;
+  includes?: IncludeAliases; // a variant's common files (e.g. the subgroup reductions)
   constants?: Record<string, number>;
   params: ParamWord[];
   bindings: BindingSpec[];
@@ -95,11 +96,25 @@ export function adamwConstants(
 // many 128 x 128 output tiles (the 128 x 128 kernels were slower on fewer: too few workgroups).
 const WIDE_MIN_TILES = 512;
 
+// For error messages: which common files a variant's module includes instead of the usual ones.
+const aliasNote = (includes: IncludeAliases): string => (Object.keys(includes).length ? ` ${JSON.stringify(includes)}` : '');
+
 function ceilDiv(a: number, b: number): number {
   return Math.floor((a + b - 1) / b);
 }
 
 // ---------------------------------------------------------------------------------------------
+
+// The variant choices of a backend (see WebGPUBackend.options); every one has an 'auto'.
+export interface BackendOptions {
+  matmulTile: 'auto' | 64 | 128;
+  matmulSplit: 'auto' | number;
+  attentionRows: 'auto' | 32 | 64;
+  matmulBK: 'auto' | 8 | 16;
+  matmulNT: 'auto' | boolean;
+  matmulTiled: 'auto' | 'off' | string;
+  reductions: 'auto' | 'subgroup' | 'workgroup';
+}
 
 export class WebGPUBackend {
   readonly device: GPUDevice;
@@ -128,17 +143,24 @@ export class WebGPUBackend {
   // attentionRows: query (or key) rows per attention workgroup (one per thread); 'auto' = 64,
   // which measured faster than 32 on an H200 even where 64 leaves few workgroups (Behemoth: 119
   // vs 131 ms/step): smaller blocks re-read every K/V tile more often.
-  readonly options: { matmulTile: 'auto' | 64 | 128; matmulSplit: 'auto' | number; attentionRows: 'auto' | 32 | 64; matmulBK: 'auto' | 8 | 16; matmulNT: 'auto' | boolean; matmulTiled: 'auto' | 'off' | string };
+  // reductions: the row reductions of layernorm and layernorm_backward (mean, variance, the dx
+  // sums): 'subgroup' = kernels/common/reduce_subgroup.wgsl (needs the 'subgroups' feature),
+  // 'workgroup' = the workgroup-memory tree of reduce.wgsl, 'auto' = subgroup where the device
+  // has the feature. Both are deterministic on one device; they differ in summation order. (The
+  // other row kernels use the tree.)
+  readonly options: BackendOptions;
 
-  constructor(device: GPUDevice, kernels: KernelSource,
-              options: { matmulTile?: 'auto' | 64 | 128; matmulSplit?: 'auto' | number; attentionRows?: 'auto' | 32 | 64; matmulBK?: 'auto' | 8 | 16; matmulNT?: 'auto' | boolean; matmulTiled?: 'auto' | 'off' | string } = {}) {
+  constructor(device: GPUDevice, kernels: KernelSource, options: Partial<BackendOptions> = {}) {
     this.device = device;
     this.kernels = kernels;
     this.options = {
       matmulTile: options.matmulTile ?? 'auto', matmulSplit: options.matmulSplit ?? 'auto', attentionRows: options.attentionRows ?? 'auto',
       matmulBK: options.matmulBK ?? 'auto', matmulNT: options.matmulNT ?? 'auto', matmulTiled: options.matmulTiled ?? 'auto',
+      reductions: options.reductions ?? 'auto',
     };
     if (this.options.matmulTiled !== 'auto' && this.options.matmulTiled !== 'off') parseTiled(this.options.matmulTiled); // fail early
+    if (this.options.reductions === 'subgroup' && !device.features.has('subgroups'))
+      throw new WebGPUError("reductions 'subgroup' needs a device with the 'subgroups' feature");
     this.maxWorkgroups = device.limits.maxComputeWorkgroupsPerDimension;
     device.addEventListener('uncapturederror', (ev: Event) => {
       const err = (ev as GPUUncapturedErrorEvent).error;
@@ -291,13 +313,15 @@ export class WebGPUBackend {
 
   // ---- pipelines -----------------------------------------------------------------------------
 
-  private async module(kernel: string, defines: Record<string, number>): Promise<GPUShaderModule> {
-    const key = `${kernel}|${JSON.stringify(defines)}`;
+  private async module(kernel: string, defines: Record<string, number>, includes: IncludeAliases): Promise<GPUShaderModule> {
+    const key = `${kernel}|${JSON.stringify(defines)}|${JSON.stringify(includes)}`;
     let m = this.modules.get(key);
     if (!m) {
       let code: string;
       try {
-        code = kernel === 'linear_tiled' ? sourceWithIncludes(kernel, linearTiledSource(tiledFromDefines(defines)), this.kernels) : specialise(withIncludes(kernel, this.kernels), defines);
+        code = kernel === 'linear_tiled'
+          ? sourceWithIncludes(kernel, linearTiledSource(tiledFromDefines(defines)), this.kernels, includes)
+          : specialise(withIncludes(kernel, this.kernels, includes), defines);
       } catch (e) {
         throw new WebGPUError(`kernel '${kernel}': ${(e as Error).message}`);
       }
@@ -306,7 +330,7 @@ export class WebGPUBackend {
       this.device.pushErrorScope('validation');
       m = this.device.createShaderModule({ label: `${kernel}.wgsl`, code });
       const err = await this.device.popErrorScope();
-      if (err) throw new WebGPUError(`WGSL compile error in kernels/${kernel}.wgsl ${JSON.stringify(defines)}:\n${err.message}`);
+      if (err) throw new WebGPUError(`WGSL compile error in kernels/${kernel}.wgsl ${JSON.stringify(defines)}${aliasNote(includes)}:\n${err.message}`);
       this.modules.set(key, m);
     }
     return m;
@@ -332,16 +356,17 @@ export class WebGPUBackend {
     return l;
   }
 
-  // One pipeline per (kernel, entry point, defines, override constants, binding layout).
+  // One pipeline per (kernel, entry point, defines, include aliases, override constants, binding layout).
   pipeline(spec: DispatchSpec): Promise<GPUComputePipeline> {
     const defines = spec.defines ?? {};
+    const includes = spec.includes ?? {};
     const constants = spec.constants ?? {};
     const layoutKey = spec.bindings.map((b) => `${b.binding}${b.access}`).join(',');
-    const key = `${spec.kernel}|${spec.entry}|${JSON.stringify(defines)}|${JSON.stringify(constants)}|${layoutKey}`;
+    const key = `${spec.kernel}|${spec.entry}|${JSON.stringify(defines)}|${JSON.stringify(includes)}|${JSON.stringify(constants)}|${layoutKey}`;
     let p = this.pipelines.get(key);
     if (!p) {
       p = (async () => {
-        const module = await this.module(spec.kernel, defines);
+        const module = await this.module(spec.kernel, defines, includes);
         const layout = this.device.createPipelineLayout({ bindGroupLayouts: [this.layout(spec.bindings)] });
         try {
           return await this.device.createComputePipelineAsync({
@@ -350,7 +375,7 @@ export class WebGPUBackend {
             compute: { module, entryPoint: spec.entry, constants },
           });
         } catch (e) {
-          throw new WebGPUError(`cannot create pipeline ${spec.kernel}.wgsl:${spec.entry} ${JSON.stringify(constants)}: ${(e as Error).message}`);
+          throw new WebGPUError(`cannot create pipeline ${spec.kernel}.wgsl:${spec.entry} ${JSON.stringify(constants)}${aliasNote(includes)}: ${(e as Error).message}`);
         }
       })();
       this.pipelines.set(key, p);
@@ -536,7 +561,7 @@ export class Executor {
         const x = need(inp(0), 'x');
         const C = this.shape(x).at(-1)!, N = this.numel(x) / C;
         return [{
-          kernel: 'layernorm', entry: 'main', label,
+          kernel: 'layernorm', entry: 'main', label, includes: this.rowReductions(),
           constants: { HAS_MEAN: b1(out(1) >= 0), HAS_RSTD: b1(out(2) >= 0) },
           params: [u(N), u(C), f(op.attrs['eps'] ?? 1e-5), u(0)],
           bindings: [r(1, x), r(2, need(inp(1), 'w')), r(3, need(inp(2), 'b')), w(4, need(out(0), 'y')), w(5, out(1)), w(6, out(2))],
@@ -551,12 +576,14 @@ export class Executor {
         const constants = {
           ACC_DX: b1(acc(0)), ACC_DW: b1(acc(1)), ACC_DB: b1(acc(2)), HAS_DW: b1(out(1) >= 0), HAS_DB: b1(out(2) >= 0),
         };
+        // Both entries from one module (dwdb_main does not reduce over a row, but shares the file).
+        const includes = this.rowReductions();
         const specs: DispatchSpec[] = [];
         if (out(0) >= 0)
-          specs.push({ kernel: 'layernorm_backward', entry: 'dx_main', label: `${label} dx`, constants, params,
+          specs.push({ kernel: 'layernorm_backward', entry: 'dx_main', label: `${label} dx`, includes, constants, params,
             bindings: [r(1, dy), r(2, x), r(3, wt), r(4, mean), r(5, rstd), w(6, out(0))], workgroups: this.grid(N) });
         if (out(1) >= 0 || out(2) >= 0)
-          specs.push({ kernel: 'layernorm_backward', entry: 'dwdb_main', label: `${label} dw/db`, constants, params,
+          specs.push({ kernel: 'layernorm_backward', entry: 'dwdb_main', label: `${label} dw/db`, includes, constants, params,
             bindings: [r(1, dy), r(2, x), r(4, mean), r(5, rstd), w(7, out(1)), w(8, out(2))],
             workgroups: [ceilDiv(C, 32), 1, 1] });
         return specs;
@@ -760,6 +787,13 @@ export class Executor {
       default:
         throw new WebGPUError(`${label}: unknown op '${String((op as OpInfo).op)}'`);
     }
+  }
+
+  // The common file behind `// #include reduce` for the layernorm kernels (options.reductions).
+  private rowReductions(): IncludeAliases {
+    const opt = this.backend.options.reductions;
+    const sg = opt === 'subgroup' || (opt === 'auto' && this.backend.device.features.has('subgroups'));
+    return sg ? { reduce: 'reduce_subgroup' } : {};
   }
 
   // Attention rows per workgroup (one per thread), see options.attentionRows.

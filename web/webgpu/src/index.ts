@@ -1,4 +1,4 @@
-export { WebGPUBackend, Executor, WebGPUError, asTyped, adamwConstants, type GPUTensor } from './executor.js';
+export { WebGPUBackend, Executor, WebGPUError, asTyped, adamwConstants, type GPUTensor, type BackendOptions } from './executor.js';
 export { WebGPUTrainer, type StepLoss, type TrainerOptions } from './trainer.js';
 export { WebGPUGenerator, Sampler, Rng, rngFor, type SamplingOptions, type GenerateOptions } from './generate.js';
 export { WebGPUInspector, type Inspection } from './inspect.js';
@@ -8,5 +8,5 @@ export {
 } from './checks.js';
 export { decodeSafeTensors, encodeSafeTensors, type SafeTensorsFile, type StTensor } from './safetensors.js';
 export { parseProgram, numel, type ProgramJSON, type TensorInfo, type OpInfo } from './program.js';
-export { specialise, withIncludes, sourceWithIncludes, kernelsFromMap, type KernelSource } from './kernels.js';
+export { specialise, withIncludes, sourceWithIncludes, kernelsFromMap, type KernelSource, type IncludeAliases } from './kernels.js';
 export { linearTiledSource, parseTiled, tiledName, TILED_DEFAULT, type TiledConfig } from './linear_gen.js';

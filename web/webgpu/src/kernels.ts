@@ -7,7 +7,11 @@
 // `// #include NAME`; `withIncludes` appends kernels/common/NAME.wgsl (each file once, includes
 // of includes too). Appending keeps the kernel's own line numbers in compile errors right, and
 // WGSL module-scope declarations may come in any order. The line is a comment, so the kernel file
-// alone is still WGSL that parses (it just lacks the included functions).
+// alone is still WGSL that parses (it just lacks the included functions). A variant of a kernel
+// can have an include resolve to another common file (`aliases`, e.g. { reduce:
+// 'reduce_subgroup' }): the kernel's text stays one. An included file that needs an extension
+// says `enable NAME;` at its top, as WGSL wants; the loader moves the directive to the front of
+// the kernel's first line (global directives precede every declaration), so line numbers hold.
 //
 // Compile-time specialisation: besides WGSL `override` constants (flags, set per pipeline), a
 // kernel may declare `const NAME: u32 = <default>u;` for sizes that WGSL needs as true constants
@@ -17,19 +21,25 @@
 export type KernelSource = (name: string) => string;
 
 const INCLUDE = /^\/\/ #include ([A-Za-z0-9_]+)\s*$/gm;
+const ENABLE = /^enable +([A-Za-z0-9_, ]+?) *;.*$/gm;
+const enableNames = (list: string) => list.split(',').map((n) => n.trim()).filter(Boolean);
+
+// Include name -> the common file that stands in for it in one variant of a kernel.
+export type IncludeAliases = Record<string, string>;
 
 // The kernel's text followed by every common file it includes (transitively, each once).
-export function withIncludes(name: string, kernels: KernelSource): string {
-  return sourceWithIncludes(name, kernels(name), kernels);
+export function withIncludes(name: string, kernels: KernelSource, aliases: IncludeAliases = {}): string {
+  return sourceWithIncludes(name, kernels(name), kernels, aliases);
 }
 
 // The same for a kernel whose text is not a file (the generated linear_tiled, src/linear_gen.ts).
-export function sourceWithIncludes(name: string, source: string, kernels: KernelSource): string {
+export function sourceWithIncludes(name: string, source: string, kernels: KernelSource, aliases: IncludeAliases = {}): string {
   const seen = new Set<string>([name]);
   const parts: string[] = [source];
+  const enables = new Set<string>();
   const visit = (text: string, file: string) => {
     for (const m of text.matchAll(INCLUDE)) {
-      const inc = `common/${m[1]}`;
+      const inc = `common/${aliases[m[1]!] ?? m[1]}`;
       if (seen.has(inc)) continue;
       seen.add(inc);
       let body: string;
@@ -38,11 +48,18 @@ export function sourceWithIncludes(name: string, source: string, kernels: Kernel
       } catch (e) {
         throw new Error(`kernels/${file}.wgsl includes ${m[1]}: ${(e as Error).message}`);
       }
+      body = body.replace(ENABLE, (_, names: string) => {
+        for (const n of enableNames(names)) enables.add(n);
+        return `// (enable ${names}: moved to the module's first line)`;
+      });
       parts.push(`\n// ---- included from kernels/${inc}.wgsl ----\n${body}`);
       visit(body, inc);
     }
   };
   visit(source, name);
+  const own = new Set([...source.matchAll(ENABLE)].flatMap((m) => enableNames(m[1]!)));
+  const hoisted = [...enables].filter((n) => !own.has(n));
+  if (hoisted.length > 0) parts[0] = `enable ${hoisted.join(', ')}; ${source}`;
   return parts.join('');
 }
 
