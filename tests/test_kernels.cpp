@@ -18,6 +18,7 @@
 #include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/simd.h"
+#include "engine/backends/cpu/thread_pool.h"
 
 using namespace ptl::cpu;
 
@@ -603,6 +604,32 @@ TEST(Simd, LinearMatchesScalarReferenceOnRaggedShapes) {
             cases++;
         }
     EXPECT_EQ(cases, int(sizes.size() * sizes.size()));
+}
+
+// dW = dy^T x with dy's rows 4 KB or more apart takes its own path (rows of dy^T copied into
+// strips inside each task, the tokens in chunks: partial sums on several threads, chunk after
+// chunk on one). Checked against double sums on 1 and 2 threads, with ragged edges everywhere:
+// 1030 rows of dW (not a multiple of the 48-row block or the 12-row strip), 600 tokens (two
+// whole chunks and part of a third), 45 columns (part of a panel).
+TEST(Linear, WeightGradientOfWideLayersMatchesReference) {
+    const int64_t M = 600, N = 1030, K = 45;
+    const Vec x = randn(M * K, 230), W = randn(N * K, 231), dy = randn(M * N, 232), prev = randn(N * K, 233);
+    const int before = ptl::cpu::num_threads();
+    for (int threads : {1, 2}) {
+        ptl::cpu::set_num_threads(threads);
+        for (bool acc : {false, true}) {
+            Vec dW = prev;
+            linear_backward(nullptr, false, dW.data(), acc, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t k = 0; k < K; k++) {
+                    double s = acc ? prev[n * K + k] : 0.0;
+                    for (int64_t m = 0; m < M; m++) s += static_cast<double>(dy[m * N + n]) * x[m * K + k];
+                    ASSERT_NEAR(dW[n * K + k], s, 2e-6 * (1.0 + std::fabs(s)) * std::sqrt(double(M)))
+                        << "threads=" << threads << " acc=" << acc << " n=" << n << " k=" << k;
+                }
+        }
+    }
+    ptl::cpu::set_num_threads(before);
 }
 
 TEST(Simd, LayerNormAndCrossEntropyMatchScalarReference) {

@@ -10,9 +10,11 @@
 // Packing reads each B element once (N K or M K moves against M N K multiply-adds) and lets
 // the kernel stream B sequentially, so no product needs a transposed copy of W.
 //
-// Threads: every product is split into tasks of (row block, column panel) of C. Each C
-// element belongs to exactly one task and is summed over p in order by one thread, so the
-// results are identical whatever the thread count.
+// Threads: every product is split into tasks of (row block, column panel) of C, or of whole
+// row blocks for dW of the wide layers (Product::a_columns), and dW also over chunks of the
+// tokens. Each C element (or chunk's partial sum) belongs to exactly one task and is summed over
+// p in order by one thread, and the chunks are added in order, so the results are identical
+// whatever the thread count.
 #include <algorithm>
 #include <vector>
 
@@ -49,10 +51,16 @@ struct Product {
     Store store;
     const float* bias;
     float* packed;
-    // A read down its columns (dy^T: a_p = N, a whole row of dy apart per p) is copied into row
-    // blocks [P][kBlockRows] when its rows are far apart (>= 4 KB: then every p of a tile would
-    // touch another page, and rows 4 KB apart evict each other from L1).
-    float* packed_a = nullptr;
+    // A read down its columns (dy^T of dW: a_i = 1, a_p = N, a whole row of dy apart per p):
+    // then a task is a whole row block of C (every panel), and it first copies its rows of A,
+    // one chunk of p at a time, into strips [kChunkP][kRows], one per register tile (see
+    // run_columns). Read in place, the kRows values of one p are a piece of a cache line, a row
+    // of dy apart from the next p's: a row block's chunk of A then spans more lines than L1
+    // holds next to the B chunk, and every panel fetched them again (Huge's fc_in dW at one
+    // thread: 0.44-0.70 of OpenBLAS). Packed once per task, the strips are read end to end by
+    // every panel. Packing inside the task, not in a pass of its own, also spares a round trip
+    // of all of A through memory.
+    bool a_columns = false;
     // B is read in place when it already is row-major with whole panels (s_j = 1, J a multiple
     // of kCols) and its rows are not a multiple of 4 KB apart: packing would only copy it.
     bool direct_b = false;
@@ -63,6 +71,12 @@ struct Product {
     // reads only the tokens it produced (the rows of dy and x in its own cache), and only the
     // small partial products of the weights' shape cross between cores.
     float* partial = nullptr;
+    // On one thread, a product of A's columns with P > kChunkP goes chunk after chunk instead
+    // (GotoBLAS's order: the tasks of chunk c add its part of the sum to C before any task of
+    // chunk c + 1 runs). Each chunk of A and B is then read once, while C, here the smallest
+    // of the three, is read and written once per chunk. The additions are the same as with the
+    // partials, in the same order, so the same floats.
+    bool chunk_outer = false;
 
     // Numbering of the tiles: along the rows of C (see run()), unless B is larger than an L2
     // cache (1 MB here): then every row block would stream all of B from memory again, and the
@@ -72,42 +86,66 @@ struct Product {
 
     int64_t panels() const { return gemm::panels(J); }
     int64_t row_blocks() const { return (I + kBlockRows - 1) / kBlockRows; }
-    int64_t chunks() const { return partial ? (P + kChunkP - 1) / kChunkP : 1; }
-    int64_t tasks() const { return chunks() * panels() * row_blocks(); }
-    int64_t a_pack_tasks() const { return packed_a ? chunks() * row_blocks() : 0; }
-    int64_t pack_tasks() const { return (direct_b ? 0 : panels()) + a_pack_tasks(); }
-    // Pack task t: B panel t, then A blocks (chunk-major, so along the tokens like run()).
-    void pack(int64_t t) const {
-        if (!direct_b) {
-            if (t < panels()) return gemm::pack_b(packed, src, s_p, s_j, P, J, t, t + 1);
-            t -= panels();
+    bool split_p() const { return partial || chunk_outer; }
+    int64_t all_chunks() const { return (P + kChunkP - 1) / kChunkP; }
+    int64_t chunks() const { return split_p() ? all_chunks() : 1; }
+    int64_t tasks() const { return chunks() * (a_columns ? 1 : panels()) * row_blocks(); }
+    int64_t pack_tasks() const { return direct_b ? 0 : panels(); }
+    void pack(int64_t t) const { gemm::pack_b(packed, src, s_p, s_j, P, J, t, t + 1); }
+    // Chunk c of the sum: where it goes and how it is stored. Chunk 0 writes C (with the bias);
+    // a later one adds to C, or overwrites its own partial (see partial).
+    float* chunk_out(int64_t c) const { return c == 0 || !partial ? C : partial + (c - 1) * I * ldc; }
+    Store chunk_store(int64_t c) const { return c == 0 ? store : partial ? Store::overwrite : Store::add; }
+    // A task of a product with a_columns: row block rb, chunk c (or all chunks, in order).
+    void run_columns(int64_t t) const {
+        static thread_local std::vector<float> strips;
+        float* buf = scratch(strips, size_t(kBlockRows * kChunkP));
+        const int64_t c_first = split_p() ? t / row_blocks() : 0, c_end = split_p() ? c_first + 1 : all_chunks();
+        const int64_t rb = t % row_blocks(), i0 = rb * kBlockRows, rows = std::min(kBlockRows, I - i0);
+        constexpr int64_t R = gemm::kRows;
+        for (int64_t c = c_first; c < c_end; c++) {
+            const int64_t p0 = c * kChunkP, np = std::min(kChunkP, P - p0);
+            for (int64_t s0 = 0; s0 < rows; s0 += R) {
+                float* d = buf + s0 * kChunkP;
+                const float* a = A + (i0 + s0) + p0 * a_p;
+                if (rows - s0 >= R) {
+                    for (int64_t p = 0; p < np; p++) std::copy_n(a + p * a_p, R, d + p * R);
+                } else {
+                    for (int64_t p = 0; p < np; p++)
+                        for (int64_t r = 0; r < rows - s0; r++) d[p * R + r] = a[p * a_p + r];
+                }
+            }
+            float* out = chunk_out(c);
+            const Store st = chunk_store(c);
+            for (int64_t q = 0; q < panels(); q++) {
+                const int64_t j0 = q * gemm::kCols, cols = std::min(gemm::kCols, J - j0);
+                const int64_t ldb = direct_b ? s_p : gemm::kCols;
+                const float* bp = (direct_b ? src + j0 : gemm::panel(packed, P, q)) + p0 * ldb;
+                for (int64_t s0 = 0; s0 < rows; s0 += R)
+                    gemm::gemm_panel(out + (i0 + s0) * ldc + j0, ldc, buf + s0 * kChunkP, 1, R, bp, ldb, np, cols,
+                                     std::min(R, rows - s0), st, c == 0 && bias ? bias + j0 : nullptr);
+            }
         }
-        const int64_t c = t / row_blocks(), rb = t % row_blocks(), i0 = rb * kBlockRows;
-        const int64_t rows = std::min(kBlockRows, I - i0);
-        const int64_t p0 = partial ? c * kChunkP : 0, p1 = partial ? std::min(P, p0 + kChunkP) : P;
-        float* d = packed_a + rb * P * kBlockRows;
-        for (int64_t p = p0; p < p1; p++)
-            for (int64_t r = 0; r < rows; r++) d[p * kBlockRows + r] = A[(i0 + r) * a_i + p * a_p];
     }
     // Task t: (chunk,) row block, panel, numbered along the rows of C (or the chunks of p), so
     // that each thread (which starts on its own contiguous share of the tasks) works on the
     // data it wrote in the previous op and keeps it in its cache across the panels.
     void run(int64_t t) const {
+        if (a_columns) return run_columns(t);
         const int64_t per_chunk = panels() * row_blocks();
         const int64_t c = t / per_chunk;
         t %= per_chunk;
         const int64_t rb = panel_major ? t % row_blocks() : t / panels();
         const int64_t q = panel_major ? t / row_blocks() : t % panels(), i0 = rb * kBlockRows, j0 = q * gemm::kCols;
-        const float* a = packed_a ? packed_a + rb * P * kBlockRows : A + i0 * a_i;
-        const int64_t ai = packed_a ? 1 : a_i, ap = packed_a ? kBlockRows : a_p;
+        const float* a = A + i0 * a_i;
+        const int64_t ai = a_i, ap = a_p;
         const float* bp = direct_b ? src + j0 : gemm::panel(packed, P, q);
         const int64_t ldb = direct_b ? s_p : gemm::kCols;
         const int64_t cols = std::min(gemm::kCols, J - j0), rows = std::min(kBlockRows, I - i0);
-        if (partial) {
+        if (split_p()) {
             const int64_t p0 = c * kChunkP;
-            float* out = c == 0 ? C : partial + (c - 1) * I * ldc;
-            gemm::gemm_panel(out + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
-                             std::min(kChunkP, P - p0), cols, rows, c == 0 ? store : Store::overwrite);
+            gemm::gemm_panel(chunk_out(c) + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
+                             std::min(kChunkP, P - p0), cols, rows, chunk_store(c), c == 0 && bias ? bias + j0 : nullptr);
             return;
         }
         // The sum over p in chunks of kChunkP: a chunk of the B panel (kChunkP x kCols floats)
@@ -134,22 +172,25 @@ struct Product {
     }
 };
 
-bool far_apart(int64_t stride_floats) { return stride_floats * 4 >= 4096; }
 bool aliasing(int64_t stride_floats) { return (stride_floats * 4) % 4096 == 0; }
 
 // Decides which operands get packed (see Product), and gives the packed ones their scratch.
-// split_p: the product may be split over p (see Product::partial), with partials in p_buf.
-void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* a_buf, std::vector<float>* p_buf = nullptr) {
+// p_buf: the product may be split over p (see Product::partial), with partials in p_buf.
+void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nullptr) {
     p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p);
     if (!p.direct_b) p.packed = scratch(b_buf, gemm::packed_floats(p.P, p.J));
-    if (a_buf && p.a_i == 1 && far_apart(p.a_p))
-        p.packed_a = scratch(*a_buf, size_t(p.row_blocks() * kBlockRows * p.P));
+    // Rows of A at least 4 KB apart (dW of a layer with 1024 outputs or more); closer rows are
+    // read in place, where the copy cost more than it saved (Medium's dW: 0.95-1.04 of OpenBLAS
+    // packed, 1.07-1.17 in place, one thread).
+    p.a_columns = p.a_i == 1 && p.a_p * 4 >= 4096;
     // Only worth it with several threads and several chunks; with one thread the partials would
     // be pure overhead (and the result is the same either way).
     if (p_buf && num_threads() > 1 && p.P > kChunkP && p.ldc == p.J)
         p.partial = scratch(*p_buf, size_t((p.P - 1) / kChunkP * p.I * p.ldc));
+    else if (p.a_columns && num_threads() == 1 && p.P > kChunkP)
+        p.chunk_outer = true;
     // A task of a product split over p reads only its chunk of B.
-    const int64_t rows_of_b = p.partial ? std::min(p.P, kChunkP) : p.P;
+    const int64_t rows_of_b = p.split_p() ? std::min(p.P, kChunkP) : p.P;
     p.panel_major = gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > (size_t(1) << 20);
 }
 
@@ -190,14 +231,14 @@ void run_products(const std::vector<Product>& ps) {
             parallel_ranges(p.I, grain_for(p.I, p.J * (p.chunks() - 1)), [&](int64_t r0, int64_t r1) { p.finish(r0, r1); });
 }
 
-thread_local std::vector<float> t_pack_a, t_pack_b, t_pack_dy, t_partial;
+thread_local std::vector<float> t_pack_a, t_pack_b, t_partial;
 
 }  // namespace
 
 void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K) {
     // B(k, n) = W[n, k]: packed straight from W's rows, no transposed copy.
     Product p{y, N, x, K, 1, W, 1, K, M, N, K, b ? Store::bias : Store::overwrite, b, nullptr};
-    plan(p, t_pack_a, nullptr);
+    plan(p, t_pack_a);
     run_products({p});
 }
 
@@ -210,13 +251,13 @@ void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, 
     std::vector<Product> ps;
     if (dx) {
         Product p{dx, K, dy, N, 1, W, K, 1, M, K, N, acc_dx ? Store::add : Store::overwrite, nullptr, nullptr};
-        plan(p, t_pack_a, nullptr);
+        plan(p, t_pack_a);
         ps.push_back(p);
     }
     if (dW) {
         // A(n, m) = dy[m, n]: a_i = 1, so the kRows scalars of one p are adjacent in memory.
         Product p{dW, K, dy, 1, N, x, K, 1, N, K, M, acc_dW ? Store::add : Store::overwrite, nullptr, nullptr};
-        plan(p, t_pack_b, &t_pack_dy, &t_partial);
+        plan(p, t_pack_b, &t_partial);
         ps.push_back(p);
     }
     if (!ps.empty()) run_products(ps);
