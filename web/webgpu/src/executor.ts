@@ -183,6 +183,12 @@ export class WebGPUBackend {
     };
   }
 
+  // The optional features the backend uses where the adapter has them: 'subgroups' (LayerNorm's
+  // subgroup reductions, the matmul's sg1 variant). Request them with requiredLimits.
+  static requiredFeatures(adapter: GPUAdapter): GPUFeatureName[] {
+    return (['subgroups'] as GPUFeatureName[]).filter((f) => adapter.features.has(f));
+  }
+
   fail(message: string): void {
     if (!this.failure) this.failure = new WebGPUError(message);
   }

@@ -52,9 +52,10 @@ export async function createNodeBackend(
       'no WebGPU adapter: install a Vulkan driver (libvulkan1) or set VK_ICD_FILENAMES to SwiftShader ' +
         '(/usr/lib/chromium/vk_swiftshader_icd.json from the chromium package)',
     );
-  // 'subgroups' where the adapter has it (the matmul's subgroup variant, linear_gen.ts SG = 1).
-  const requiredFeatures = (['subgroups'] as GPUFeatureName[]).filter((f) => adapter.features.has(f));
-  const device = await adapter.requestDevice({ requiredLimits: WebGPUBackend.requiredLimits(adapter), requiredFeatures });
+  const device = await adapter.requestDevice({
+    requiredLimits: WebGPUBackend.requiredLimits(adapter),
+    requiredFeatures: WebGPUBackend.requiredFeatures(adapter),
+  });
   const info = adapter.info;
   const description = [info.vendor, info.architecture, info.device, info.description].filter((x) => x).join(' ');
   instances.push(gpu);

@@ -48,7 +48,10 @@ async function gpuChecks(module: Awaited<ReturnType<typeof loadModule>>): Promis
     post({ kind: 'gpu-none', detail: gpu ? 'this browser offers WebGPU but found no adapter' : 'this browser has no WebGPU' });
     return;
   }
-  const device = await adapter.requestDevice({ requiredLimits: WebGPUBackend.requiredLimits(adapter) });
+  const device = await adapter.requestDevice({
+    requiredLimits: WebGPUBackend.requiredLimits(adapter),
+    requiredFeatures: WebGPUBackend.requiredFeatures(adapter),
+  });
   const a = adapter.info;
   post({ kind: 'gpu-adapter', detail: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'unnamed adapter' });
   const backend = new WebGPUBackend(device, kernelSource());

@@ -82,7 +82,10 @@ async function ensureGpu(): Promise<GpuState> {
   if (!nav.gpu) throw new EngineError('WebGPU is not available in this browser', 'webgpu');
   const adapter = await nav.gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter) throw new EngineError('no WebGPU adapter: the browser offers WebGPU but found no usable GPU', 'webgpu');
-  const device = await adapter.requestDevice({ requiredLimits: WebGPUBackend.requiredLimits(adapter) });
+  const device = await adapter.requestDevice({
+    requiredLimits: WebGPUBackend.requiredLimits(adapter),
+    requiredFeatures: WebGPUBackend.requiredFeatures(adapter),
+  });
   const be = new WebGPUBackend(device, kernelSource());
   const ckpt = decodeSafeTensors(await e.exportCheckpoint({ optimizer: true }), 'engine state');
   be.loadWeights(ckpt.tensors);
@@ -428,7 +431,10 @@ async function ftTrainOnGpu(id: number, tuned: Engine, steps: number, signal: Ab
   const nav = scope.navigator as Navigator & { gpu?: GPU };
   const adapter = nav.gpu ? await nav.gpu.requestAdapter({ powerPreference: 'high-performance' }) : null;
   if (!adapter) throw new EngineError('no WebGPU adapter for fine-tuning', 'webgpu');
-  const device = await adapter.requestDevice({ requiredLimits: WebGPUBackend.requiredLimits(adapter) });
+  const device = await adapter.requestDevice({
+    requiredLimits: WebGPUBackend.requiredLimits(adapter),
+    requiredFeatures: WebGPUBackend.requiredFeatures(adapter),
+  });
   const be = new WebGPUBackend(device, kernelSource());
   try {
     const baseWeights = decodeSafeTensors(await tuned.exportCheckpoint({ optimizer: false }), 'base weights');
