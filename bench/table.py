@@ -80,13 +80,15 @@ def main():
                   f"{(f'{q / w2:.2f}x') if q else '-'} |")
         print("\n#### Memory (each preset's own process)\n")
         print("| preset | weights MiB | grads MiB | moments MiB | arena before (one slot per tensor) MiB | arena now MiB | "
-              "needed MiB | peak RSS MiB | RSS / needed |")
-        print("| --- " * 9 + "|")
+              "needed MiB | peak RSS MiB | RSS / needed | RSS before the model MiB | (peak - before) / needed |")
+        print("| --- " * 11 + "|")
         for p in presets:
             r = next(r for r in pt if r["preset"] == p)
             print(f"| {p} | {r['weights_mib']:.1f} | {r['grads_mib']:.1f} | {r['moments_mib']:.1f} | "
                   f"{r['activations_mib'] + r['grads_mib']:.1f} | {r['arena_mib']:.1f} | {r['needed_mib']:.1f} | "
-                  f"{r['peak_rss_mib']:.0f} | {r['peak_rss_mib'] / r['needed_mib']:.2f} |")
+                  f"{r['peak_rss_mib']:.0f} | {r['peak_rss_mib'] / r['needed_mib']:.2f} | "
+                  + (f"{r['base_rss_mib']:.1f} | {(r['peak_rss_mib'] - r['base_rss_mib']) / r['needed_mib']:.2f} |"
+                     if 'base_rss_mib' in r else "- | - |"))
 
     q = rows(d / "ptl_threads_quiet.jsonl")
     if q:

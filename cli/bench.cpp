@@ -121,6 +121,9 @@ double measure_peak() {
 // One preset in this process: returns its JSON object.
 nlohmann::json bench_preset(const BenchArgs& a, const std::string& name) {
   const Preset& preset = find_preset(name);
+  // The process before the model exists (executable, libraries, the thread pool): peak RSS minus
+  // this is what the model's training costs.
+  const double base_rss_mib = double(status_kib("VmRSS:")) / 1024.0;
   TrainConfig tc;
   tc.batch = preset.batch;
   tc.steps = 1000000;
@@ -181,7 +184,8 @@ nlohmann::json bench_preset(const BenchArgs& a, const std::string& name) {
                       // What training needs at least: weights, gradients, moments, and the
                       // activations live at the program's worst point.
                       {"needed_mib", double(weights + moments + ex.live_peak_bytes()) / 1048576.0},
-                      {"peak_rss_mib", double(status_kib("VmHWM:")) / 1024.0}};
+                      {"peak_rss_mib", double(status_kib("VmHWM:")) / 1024.0},
+                      {"base_rss_mib", base_rss_mib}};
   if (a.ops) {
     nlohmann::json o = nlohmann::json::object();
     for (const auto& [op, s] : ex.op_seconds) o[op] = s / a.steps * 1e3;
