@@ -36,34 +36,36 @@ void pack_b(float* dst, const float* src, int64_t s_p, int64_t s_j, int64_t P, i
 
 namespace {
 
-// One R x kCols tile of C: C[r, j] (=, += or = bias +) sum_p A(r, p) * Bp[p, j], for the first
-// `cols` columns. R is a template parameter so that the accumulators are a fixed set of
-// registers and the r and v loops unroll completely.
-template <int R>
+// One R x (NV vectors) tile of C: C[r, j] (=, += or = bias +) sum_p A(r, p) * Bp[p, j], for the
+// first `cols` columns. R and NV are template parameters so that the accumulators are a fixed set
+// of registers and the r and v loops unroll completely. NV < kNV serves a last panel whose valid
+// columns fit in fewer vectors (d_model 48 with 32-float panels: the second panel has 16), so no
+// multiply-adds go to the zero padding.
+template <int R, int NV>
 void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t ldb, int64_t P,
           int64_t cols, Store store, const float* bias) {
-    vf acc[R][kNV];
+    vf acc[R][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < kNV; v++) acc[r][v] = vf{};
+        for (int v = 0; v < NV; v++) acc[r][v] = vf{};
     for (int64_t p = 0; p < P; p++) {
-        vf b[kNV];
+        vf b[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < kNV; v++) b[v] = simd::load(Bp + p * ldb + v * kW);
+        for (int v = 0; v < NV; v++) b[v] = simd::load(Bp + p * ldb + v * kW);
         const float* a = A + p * a_p;
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
             const vf ar = simd::splat(a[r * a_i]);
 #pragma GCC unroll 4
-            for (int v = 0; v < kNV; v++) acc[r][v] += ar * b[v];
+            for (int v = 0; v < NV; v++) acc[r][v] += ar * b[v];
         }
     }
-    if (cols == kCols) {
+    if (cols == NV * kW) {
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
 #pragma GCC unroll 4
-            for (int v = 0; v < kNV; v++) {
+            for (int v = 0; v < NV; v++) {
                 float* c = C + r * ldc + v * kW;
                 vf out = acc[r][v];
                 if (store == Store::add) out += simd::load(c);
@@ -76,7 +78,7 @@ void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const
     // A partial panel (the last columns of C): through a small buffer.
     for (int r = 0; r < R; r++) {
         float buf[kCols];
-        for (int v = 0; v < kNV; v++) simd::store(buf + v * kW, acc[r][v]);
+        for (int v = 0; v < NV; v++) simd::store(buf + v * kW, acc[r][v]);
         float* c = C + r * ldc;
         for (int64_t j = 0; j < cols; j++) {
             if (store == Store::add) c[j] += buf[j];
@@ -86,26 +88,28 @@ void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const
     }
 }
 
-template <int... Rs>
+template <int NV, int... Rs>
 struct Tiles {
     using Fn = void (*)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t,
                         Store, const float*);
-    static constexpr Fn table[] = {nullptr, &tile<Rs>...};
+    static constexpr Fn table[] = {nullptr, &tile<Rs, NV>...};
 };
 
-template <int... Is>
+template <int NV, int... Is>
 constexpr auto make_tiles(std::integer_sequence<int, Is...>) {
-    return Tiles<(Is + 1)...>{};
+    return Tiles<NV, (Is + 1)...>{};
 }
 
 }  // namespace
 
 void gemm_panel(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t ldb,
                 int64_t P, int64_t cols, int64_t rows, Store store, const float* bias) {
-    constexpr auto tiles = make_tiles(std::make_integer_sequence<int, kRows>{});
+    constexpr auto wide = make_tiles<kNV>(std::make_integer_sequence<int, kRows>{});
+    constexpr auto narrow = make_tiles<1>(std::make_integer_sequence<int, kRows>{});
+    const auto& table = cols <= kW ? narrow.table : wide.table;
     for (int64_t i = 0; i < rows; i += kRows) {
         const int64_t r = std::min<int64_t>(kRows, rows - i);
-        tiles.table[r](C + i * ldc, ldc, A + i * a_i, a_i, a_p, Bp, ldb, P, cols, store, bias);
+        table[r](C + i * ldc, ldc, A + i * a_i, a_i, a_p, Bp, ldb, P, cols, store, bias);
     }
 }
 
