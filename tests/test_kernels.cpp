@@ -9,12 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "engine/backends/cpu/fma_exact.h"
 #include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/simd.h"
@@ -523,6 +525,52 @@ TEST(AdamW, TwoStepsMatchHandComputation) {
         EXPECT_NEAR(v, rv, 1e-6) << "step " << t;
         EXPECT_NEAR(p, rp, 1e-6) << "step " << t;
     }
+}
+
+TEST(AdamW, FmaWithoutTheInstructionRoundsOnce) {
+    // fma_by_double (the builds without a hardware FMA: WebAssembly, native128) against
+    // std::fma, which C requires to round once (here the instruction, or a correct libm).
+    // Random triples, and triples whose exact a b + c lies just off a float midpoint, where
+    // rounding to double and then to float would round twice: the plain double expression gets
+    // some of those wrong (checked below, so that this test can tell the two apart).
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> unit(1.0f, 2.0f);
+    std::uniform_int_distribution<int> expo(-40, 40), sign(0, 1);
+    int checked = 0, naive_wrong = 0;
+    auto check = [&](float a, float b, float c) {
+        const float want = std::fma(a, b, c), got = fma_by_double(a, b, c);
+        ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << a << " * " << b << " + " << c;
+        naive_wrong += float(double(a) * double(b) + double(c)) != want;
+        checked++;
+    };
+    for (int i = 0; i < 200000; i++) {
+        const float a = std::ldexp(unit(rng), expo(rng)) * (sign(rng) ? -1.0f : 1.0f);
+        const float b = std::ldexp(unit(rng), expo(rng)) * (sign(rng) ? -1.0f : 1.0f);
+        const float c = std::ldexp(unit(rng), expo(rng)) * (sign(rng) ? -1.0f : 1.0f);
+        check(a, b, c);
+    }
+    // Near-midpoints: c in [1, 2) has float spacing 2^-23, double spacing 2^-52. With
+    // a b = 2^-24 (1 - 2^-30) = 2^-24 - 2^-54, or 2^-24 (1 + 2^-33) = 2^-24 + 2^-57 (products
+    // of two floats: (1 + 2^-15)(1 - 2^-15), (1 + 2^-11)(1 - 2^-11 + 2^-22)), a b + c lies just
+    // below or above the float midpoint c + 2^-24 and rounds to it in double; the float must
+    // then be c (below) or c + 2^-23 (above), not the even neighbour. Scaled by 2^e throughout.
+    const float below_a = std::ldexp(1.0f + std::ldexp(1.0f, -15), -24), below_b = 1.0f - std::ldexp(1.0f, -15);
+    const float above_a = std::ldexp(1.0f + std::ldexp(1.0f, -11), -24),
+                above_b = 1.0f - std::ldexp(1.0f, -11) + std::ldexp(1.0f, -22);
+    for (int i = 0; i < 20000; i++) {
+        const int e = expo(rng);
+        const float c = std::ldexp(unit(rng), e);
+        check(std::ldexp(below_a, e), below_b, c);
+        check(std::ldexp(above_a, e), above_b, c);
+        check(std::ldexp(below_a, e), -below_b, -c);
+        check(std::ldexp(above_a, e), -above_b, -c);
+    }
+    check(0.0f, 5.0f, -0.0f);
+    check(1e30f, 1e30f, 1.0f);  // the product overflows float, not double
+    check(std::ldexp(1.0f, -140), std::ldexp(1.0f, -10), std::ldexp(1.0f, -149));  // subnormal result
+    EXPECT_TRUE(std::isnan(fma_by_double(INFINITY, 0.0f, 1.0f)));
+    EXPECT_EQ(fma_by_double(INFINITY, 2.0f, 1.0f), INFINITY);
+    EXPECT_GT(naive_wrong, 0) << "of " << checked << ": no triple needed the round-to-odd step";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -358,6 +358,20 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_train(int h, int steps) {
   }, (const char*)nullptr);
 }
 
+// Per-op wall time of training steps (what `ptl bench --ops` prints natively). enable = 1 turns
+// profiling on and clears the totals, 0 turns it off; either way returns the totals so far as
+// {"op": seconds, ...} (summed over the steps run since it was enabled).
+EMSCRIPTEN_KEEPALIVE const char* ptl_profile(int h, int enable) {
+  return guarded([&] {
+    ptl::cpu::Executor& ex = session(h).trainer->train_executor();
+    json o = json::object();
+    for (const auto& [op, sec] : ex.op_seconds) o[op] = sec;
+    ex.profile = enable != 0;
+    if (enable) ex.op_seconds.clear();
+    return text_result(o.dump());
+  }, (const char*)nullptr);
+}
+
 // Loss on the fixed validation windows: {"loss", "tokens", "perplexity", "bits_per_byte"}.
 EMSCRIPTEN_KEEPALIVE const char* ptl_validation_loss(int h) {
   return guarded([&] {

@@ -89,6 +89,26 @@ test(`${VARIANT}: build info, info, schedule updates, validation, two trainers i
   }
 });
 
+test(`${VARIANT}: profile gives the per-op time of the steps trained while it is on`, async () => {
+  const e = await Engine.create({ preset: "tiny", train: { steps: 10 } }, module);
+  try {
+    await e.setCorpus(fs.readFileSync(dataFile()).subarray(0, 100000));
+    await e.train(1);
+    assert.deepEqual(await e.profile(true), {}, "nothing recorded before profiling starts");
+    const m = await e.train(2);
+    const ops = await e.profile(false);
+    for (const op of ["linear", "linear_backward", "attention", "attention_backward", "layernorm", "cross_entropy", "adamw"])
+      assert.ok(ops[op] > 0, `${op} timed`);
+    const total = Object.values(ops).reduce((a, b) => a + b, 0);
+    const steps = m.reduce((a, x) => a + x.seconds, 0);
+    assert.ok(total > 0.3 * steps && total <= steps * 1.05, `ops ${total} s within the steps' ${steps} s`);
+    await e.train(1);
+    assert.deepEqual(await e.profile(false), ops, "off: nothing more recorded");
+  } finally {
+    e.dispose();
+  }
+});
+
 test(`${VARIANT}: the heap is reserved when a model is created and does not grow while training`, async () => {
   for (const preset of ["small", "medium"]) {
     const e = await Engine.create({ preset }, module);

@@ -243,6 +243,7 @@ export interface PtlModule {
   _ptl_export_program(h: number, which: Ptr): Ptr;
   _ptl_next_batch(h: number): Ptr;
   _ptl_lr_at(h: number, step: number): number;
+  _ptl_profile(h: number, enable: number): Ptr;
   _ptl_inspect(h: number, prompt: Ptr, n: number, topK: number): Ptr;
   _ptl_run_program(program: Ptr, inputs: Ptr, n: number): Ptr;
   _ptl_start_finetune(h: number, config: Ptr): number;
@@ -567,6 +568,15 @@ export class Engine {
       if (all.length < steps) await yieldToEventLoop();
     }
     return all;
+  }
+
+  /**
+   * Per-op wall time of training steps, as `ptl bench --ops` prints natively: `true` clears the
+   * totals and starts profiling, `false` stops it. Returns the seconds per op kind summed over
+   * the steps trained since profiling started (before the change).
+   */
+  async profile(enable: boolean): Promise<Record<string, number>> {
+    return this.module.json<Record<string, number>>(this.m._ptl_profile(this.h(), enable ? 1 : 0), "ptl_profile");
   }
 
   /** Loss on the fixed validation windows of the corpus. */

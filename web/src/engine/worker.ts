@@ -47,6 +47,7 @@ export interface Methods {
   updateTrainConfig: { params: { changes: Partial<TrainConfig> }; result: null };
   train: { params: { steps: number; stepsPerChunk?: number }; result: StepMetrics[] };
   validationLoss: { params: Record<string, never>; result: EvalMetrics };
+  profile: { params: { enable: boolean }; result: Record<string, number> };
   evaluate: { params: { text: Uint8Array | string }; result: EvalMetrics };
   generate: {
     params: { prompt: Uint8Array | string; maxTokens?: number; temperature?: number; topK?: number; topP?: number; seed?: number };
@@ -147,6 +148,8 @@ export function serveEngine(port: Port): void {
       }
       case "validationLoss":
         return needEngine().validationLoss();
+      case "profile":
+        return needEngine().profile((req.params as Methods["profile"]["params"]).enable);
       case "evaluate":
         return needEngine().evaluate((req.params as Methods["evaluate"]["params"]).text);
       case "generate": {

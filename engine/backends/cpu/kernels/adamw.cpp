@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/backends/cpu/fma_exact.h"
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/thread_pool.h"
 
@@ -20,7 +22,7 @@ namespace {
 // 0.9f is 0.89999997..., so 1 - beta1 would come out as 0.10000002 instead of 0.1. Reading the
 // float back through its shortest decimal form ("0.9") gives the double a user typing the same
 // number into Python gets.
-double as_typed(float f) {
+double as_typed_uncached(float f) {
     char buf[32];
 #ifdef __EMSCRIPTEN__
     // Emscripten 3.1.6's libc++ has no floating-point to_chars: the shortest "%.*g" that reads
@@ -34,6 +36,25 @@ double as_typed(float f) {
     *res.ptr = '\0';
 #endif
     return std::strtod(buf, nullptr);
+}
+
+// AdamW runs once per parameter tensor with the same four hyperparameters, and the decimal
+// round trip costs microseconds (in WebAssembly, snprintf and strtod: about 20 us per tensor, a
+// third of Tiny's AdamW), so the last few conversions are kept, per thread.
+double as_typed(float f) {
+    struct Entry {
+        float f;
+        double d;
+    };
+    static thread_local Entry cache[8];
+    static thread_local int used = 0, next = 0;
+    for (int i = 0; i < used; i++)
+        if (std::memcmp(&cache[i].f, &f, sizeof f) == 0) return cache[i].d;
+    const double d = as_typed_uncached(f);
+    cache[next] = {f, d};
+    next = (next + 1) % 8;
+    used = used < 8 ? used + 1 : 8;
+    return d;
 }
 
 }  // namespace
@@ -90,7 +111,7 @@ struct Update {
             // m = beta1 m + (1 - beta1) g, written as PyTorch's lerp m + (1 - beta1)(g - m); its
             // vectorised CPU kernel rounds that with one fused multiply-add. (For weights >= 0.5,
             // i.e. beta1 <= 0.5, lerp switches to another form; real betas never get there.)
-            const float mi = std::fma(one_minus_b1, gi - m[i], m[i]);
+            const float mi = fma_exact(one_minus_b1, gi - m[i], m[i]);
             // v = beta2 v + (1 - beta2) g^2.
             const float vi = v[i] * b2f + one_minus_b2 * gi * gi;
             // p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
