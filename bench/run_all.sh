@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every measurement of docs/performance.md, one after the other (never two at once), into docs/bench/:
 #   bench/run_all.sh [presets]        (default tiny,small,medium,large,xl,huge)
+# PTL_BENCH_ROUNDS (default 2): rounds of the alternated runs of steps 1 and 2.
 # Then: /usr/bin/python3 bench/plot.py docs/bench/cpu_vs_pytorch_2t.jsonl --scaling docs/bench/ptl_threads.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,13 +16,14 @@ mkdir -p "$OUT"
 { date -u; uname -a; grep -m1 "model name" /proc/cpuinfo; nproc; uptime; echo "realtime: ${RT[*]:-no}"; } > "$OUT/machine.txt"
 # 1. ptl alone, 1 and 2 threads alternated (thread scaling), with the measured matmul peak and --ops.
 : > "$OUT/ptl_threads.jsonl"
-for round in 1 2; do
+ROUNDS="${PTL_BENCH_ROUNDS:-2}"
+for ((round = 1; round <= ROUNDS; round++)); do
   for t in 1 2; do "${RT[@]}" "$PTL" bench --json --ops --presets "$PRESETS,massive" --threads $t --steps 5 --warmup 2 >> "$OUT/ptl_threads.jsonl"; done
 done
 # 2. ptl against PyTorch (OpenBLAS SkylakeX), A/B alternated, 1 and 2 threads.
 for t in 1 2; do
   : > "$OUT/cpu_vs_pytorch_${t}t.jsonl"
-  /usr/bin/python3 bench/cpu_vs_pytorch --presets "$PRESETS" --threads $t --steps 5 --warmup 2 --rounds 2 \
+  /usr/bin/python3 bench/cpu_vs_pytorch --presets "$PRESETS" --threads $t --steps 5 --warmup 2 --rounds "$ROUNDS" \
     --ptl "$PTL" "${RTFLAG[@]}" --json-out "$OUT/cpu_vs_pytorch_${t}t.jsonl" > /dev/null
 done
 # 3. The matmuls against OpenBLAS sgemm, 1 and 2 threads.
