@@ -184,8 +184,6 @@ bool aliasing(int64_t stride_floats) { return (stride_floats * 4) % 4096 == 0; }
 // Decides which operands get packed (see Product), and gives the packed ones their scratch.
 // p_buf: the product may be split over p (see Product::partial), with partials in p_buf.
 void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nullptr) {
-    p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p) && p.s_p * 4 < 4096;
-    if (!p.direct_b) p.packed = scratch(b_buf, gemm::packed_floats(p.P, p.J));
     // Rows of A at least 4 KB apart (dW of a layer with 1024 outputs or more); closer rows are
     // read in place, where the copy cost more than it saved (Medium's dW: 0.95-1.04 of OpenBLAS
     // packed, 1.07-1.17 in place, one thread).
@@ -196,6 +194,12 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
         p.partial = scratch(*p_buf, size_t((p.P - 1) / kChunkP * p.I * p.ldc));
     else if (p.a_columns && num_threads() == 1 && p.P > kChunkP)
         p.chunk_outer = true;
+    // B rows a page or more apart (see direct_b) are packed, except for a product with partials:
+    // there each task reads its chunk of B once, and the packing pass, which reads B in the
+    // same page-crossing order and hands half the panels to the other core, cost more than it
+    // saved (Massive at 2 threads: linear_backward 259 ms in place, 286 ms packed, medians of 3).
+    p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p) && (p.s_p * 4 < 4096 || p.partial);
+    if (!p.direct_b) p.packed = scratch(b_buf, gemm::packed_floats(p.P, p.J));
     // A task of a product split over p reads only its chunk of B.
     const int64_t rows_of_b = p.split_p() ? std::min(p.P, kChunkP) : p.P;
     p.panel_major = gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > (size_t(1) << 20);
