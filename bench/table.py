@@ -107,14 +107,28 @@ def main():
         if not mm:
             continue
         print(f"\n#### Matrix products against OpenBLAS sgemm (SkylakeX), {t} thread(s), matmul_vs_openblas_{t}t.jsonl\n")
-        print("| preset | layer | product | M x N x K | ptl GFLOP/s | OpenBLAS GFLOP/s | ratio |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+        # Several rounds (bench/run_all.sh runs the benchmark PTL_BENCH_ROUNDS times): one row per
+        # product with the medians, and every round's ratio.
+        groups = {}
         for r in mm:
-            print(f"| {r['preset']} | {r['layer']} | {r['product']} | {r['M']}x{r['N']}x{r['K']} | "
-                  f"{r['ptl_gflops']:.0f} | {r['openblas_gflops']:.0f} | {r['ratio']:.2f} |")
-        ratios = [r["ratio"] for r in mm if r["preset"] != "-"]
-        print(f"\nOver the presets' shapes: median ratio {statistics.median(ratios):.2f}, "
-              f"geometric mean {statistics.geometric_mean(ratios):.2f}, minimum {min(ratios):.2f}.")
+            groups.setdefault((r["preset"], r["layer"], r["product"]), []).append(r)
+        n_rounds = max(len(g) for g in groups.values())
+        print("| preset | layer | product | M x N x K | ptl GFLOP/s | OpenBLAS GFLOP/s | ratio |"
+              + (" ratio per round |" if n_rounds > 1 else ""))
+        print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if n_rounds > 1 else ""))
+        ratios = []
+        for (preset, layer, product), g in groups.items():
+            r = g[0]
+            ratio = statistics.median(x["ratio"] for x in g)
+            if preset != "-":
+                ratios.append(ratio)
+            print(f"| {preset} | {layer} | {product} | {r['M']}x{r['N']}x{r['K']} | "
+                  f"{statistics.median(x['ptl_gflops'] for x in g):.0f} | "
+                  f"{statistics.median(x['openblas_gflops'] for x in g):.0f} | {ratio:.2f} |"
+                  + (" " + ", ".join(f"{x['ratio']:.2f}" for x in g) + " |" if n_rounds > 1 else ""))
+        print(f"\nOver the presets' shapes ({n_rounds} round(s), median per product): median ratio "
+              f"{statistics.median(ratios):.2f}, geometric mean {statistics.geometric_mean(ratios):.2f}, "
+              f"minimum {min(ratios):.2f}; {sum(x < 0.9 for x in ratios)} of {len(ratios)} below 0.9.")
 
 
 if __name__ == "__main__":
