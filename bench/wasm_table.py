@@ -50,14 +50,15 @@ def ratio(a, b):
 
 def tables(rows):
     out = []
-    out.append("| preset | env | build | threads | ms/step | tokens/s | native ms/step | native128 ms/step | speed vs native128 | speed vs native |")
-    out.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    out.append("| preset | env | build | threads | ms/step | tokens/s | native ms/step | native128 ms/step | speed vs native128 | speed vs native | ms/step per round |")
+    out.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
-        out.append("| {} | {} | {} | {} | {} | {:,} | {} | {} | {} | {} |".format(
+        out.append("| {} | {} | {} | {} | {} | {:,} | {} | {} | {} | {} | {} |".format(
             r["preset"], r.get("env", "node"), r["build"], r.get("threads", "?"), fmt(r["ms_per_step"]),
             int(r.get("tokens_per_s") or 0), fmt(r.get("native_ms_per_step")), fmt(r.get("native128_ms_per_step")),
             fmt(ratio(r.get("native128_ms_per_step"), r["ms_per_step"]), 2, "x"),
-            fmt(ratio(r.get("native_ms_per_step"), r["ms_per_step"]), 2, "x")))
+            fmt(ratio(r.get("native_ms_per_step"), r["ms_per_step"]), 2, "x"),
+            ", ".join(fmt(x) for x in r.get("round_ms", [])) or "–"))
     out.append("")
     out.append("Speed ratios (higher is faster; targets from issue 4 in brackets):")
     out.append("")

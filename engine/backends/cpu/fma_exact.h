@@ -8,13 +8,12 @@ namespace ptl::cpu {
 
 // fma(a, b, c) rounded once, as PyTorch's vectorised lerp computes it. Where the target has a
 // fused multiply-add (x86 with FMA, ARM) std::fma is that instruction. WebAssembly SIMD128 and
-// the 128-bit native build (SSE4.2) have none, and std::fma there is a libm call that no loop
-// vectorises (Tiny's AdamW: 0.2 ms native128, 0.65 ms in wasm, against 0.03 ms with FMA). The
-// same float from double arithmetic instead: a b is exact in double (24 + 24 bits), and a sum
-// rounded to double *to odd* (then to float, to nearest) rounds exactly like the exact sum,
-// as double has more than 24 + 2 bits. Round-to-odd from round-to-nearest: the error e of
-// s = a b + c (Knuth's TwoSum, exact), and where s is inexact with an even last bit, the
-// neighbour of s towards e. Branch-free, so the loop still vectorises.
+// the 128-bit native build (SSE4.2) have none, and std::fma there is a libm call, which keeps
+// AdamW's loop from vectorising. The same float from double arithmetic instead: a b is exact
+// in double (24 + 24 bits), and a sum rounded to double *to odd* (then to float, to nearest)
+// rounds exactly like the exact sum, as double has more than 24 + 2 bits. Round-to-odd from
+// round-to-nearest: the error e of s = a b + c (Knuth's TwoSum, exact), and where s is inexact
+// with an even last bit, the neighbour of s towards e. Branch-free, so the loop vectorises.
 inline float fma_by_double(float a, float b, float c) {
     const double p = double(a) * double(b), z = double(c);
     const double s = p + z;

@@ -39,8 +39,8 @@ double as_typed_uncached(float f) {
 }
 
 // AdamW runs once per parameter tensor with the same four hyperparameters, and the decimal
-// round trip costs microseconds (in WebAssembly, snprintf and strtod: about 20 us per tensor, a
-// third of Tiny's AdamW), so the last few conversions are kept, per thread.
+// round trip costs microseconds (in WebAssembly, snprintf and strtod: Tiny's AdamW took 0.58 ms
+// per step with it, 0.21 ms without), so the last few conversions are kept, per thread.
 double as_typed(float f) {
     struct Entry {
         float f;
