@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -525,6 +526,40 @@ TEST(AdamW, TwoStepsMatchHandComputation) {
         EXPECT_NEAR(v, rv, 1e-6) << "step " << t;
         EXPECT_NEAR(p, rp, 1e-6) << "step " << t;
     }
+}
+
+TEST(AdamW, ManyTensorsInOnePassEqualOneAtATime) {
+    // The executor hands a run of adamw ops to adamw_update_many; each tensor must come out as
+    // adamw_update leaves it, bitwise, whatever the thread count and however the tensors are cut.
+    const std::vector<int64_t> sizes = {1, 47, 48, 5000, 70001, 3};
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 0.1f);
+    const int before = num_threads();
+    for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<Vec> p(sizes.size()), g(sizes.size()), m(sizes.size()), v(sizes.size());
+        for (size_t k = 0; k < sizes.size(); k++) {
+            for (Vec* x : {&p[k], &g[k], &m[k], &v[k]}) {
+                x->resize(size_t(sizes[k]));
+                for (auto& e : *x) e = nd(rng);
+            }
+            for (auto& e : v[k]) e = e * e;
+        }
+        auto p2 = p, m2 = m, v2 = v;
+        std::vector<AdamWTensor> ts;
+        for (size_t k = 0; k < sizes.size(); k++) {
+            const float lr = 1e-3f * float(k + 1), wd = k % 2 ? 0.1f : 0.0f, scale = k == 3 ? 0.5f : 1.0f;
+            ts.push_back({p[k].data(), g[k].data(), m[k].data(), v[k].data(), sizes[k], lr, 0.9f, 0.95f, 1e-8f, wd, 7, scale});
+            adamw_update(p2[k].data(), g[k].data(), m2[k].data(), v2[k].data(), sizes[k], lr, 0.9f, 0.95f, 1e-8f, wd, 7, scale);
+        }
+        adamw_update_many(ts.data(), int64_t(ts.size()));
+        for (size_t k = 0; k < sizes.size(); k++) {
+            EXPECT_EQ(0, std::memcmp(p[k].data(), p2[k].data(), p[k].size() * 4)) << "tensor " << k << ", " << threads << " threads";
+            EXPECT_EQ(0, std::memcmp(m[k].data(), m2[k].data(), m[k].size() * 4)) << "tensor " << k;
+            EXPECT_EQ(0, std::memcmp(v[k].data(), v2[k].data(), v[k].size() * 4)) << "tensor " << k;
+        }
+    }
+    set_num_threads(before);
 }
 
 TEST(AdamW, FmaWithoutTheInstructionRoundsOnce) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <vector>
 
 #include "engine/backends/cpu/kernels.h"
 #include "engine/error.h"
@@ -146,15 +148,46 @@ Executor::Executor(Program program, TensorStore& store, bool share_memory) : pro
 }
 
 void Executor::run() {
-  for (const Op& op : program_.ops) {
-    if (!profile) {
-      run_op(op);
-      continue;
+  const auto& ops = program_.ops;
+  for (size_t i = 0; i < ops.size();) {
+    // A run of adamw ops (one per parameter tensor, at the end of a training program) goes to
+    // the pool as one pass (adamw_update_many), as long as no op reads what an earlier one of
+    // the run writes.
+    size_t end = i + 1;
+    if (ops[i].kind == OpKind::adamw) {
+      std::set<int> written(ops[i].outputs.begin(), ops[i].outputs.end());
+      for (; end < ops.size() && ops[end].kind == OpKind::adamw; end++) {
+        const Op& next = ops[end];
+        if (std::any_of(next.inputs.begin(), next.inputs.end(), [&](int t) { return written.count(t) > 0; })) break;
+        written.insert(next.outputs.begin(), next.outputs.end());
+      }
     }
-    auto t0 = std::chrono::steady_clock::now();
-    run_op(op);
-    op_seconds[to_string(op.kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (end - i > 1) {
+      std::vector<AdamWTensor> batch;
+      for (size_t k = i; k < end; k++) batch.push_back(adamw_args(ops[k]));
+      adamw_update_many(batch.data(), int64_t(batch.size()));
+    } else {
+      run_op(ops[i]);
+    }
+    if (profile)
+      op_seconds[to_string(ops[i].kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    i = end;
   }
+}
+
+AdamWTensor Executor::adamw_args(const Op& op) {
+  auto f = [&](int id) { return static_cast<float*>(ptrs_.at(id)); };
+  // Clipping is folded into the update: the gradient is scaled by min(1, max_norm / norm),
+  // the coefficient torch.nn.utils.clip_grad_norm_ uses.
+  const float norm = f(op.inputs[4])[0];
+  const float* hp = f(op.inputs[5]);
+  const double max_norm = op.attr("max_norm", 1.0);
+  const float scale = float(std::min(1.0, max_norm / (double(norm) + 1e-6)));
+  return AdamWTensor{f(op.outputs[0]), f(op.inputs[1]), f(op.outputs[1]), f(op.outputs[2]),
+                     program_.tensors.at(op.inputs[0]).numel(), hp[0], float(op.attr("beta1")),
+                     float(op.attr("beta2")), float(op.attr("eps")), float(op.attr("weight_decay")), int64_t(hp[1]),
+                     scale};
 }
 
 void Executor::run_op(const Op& op) {
@@ -278,15 +311,8 @@ void Executor::run_op(const Op& op) {
       break;
     }
     case OpKind::adamw: {
-      // Clipping is folded into the update: the gradient is scaled by min(1, max_norm / norm),
-      // the coefficient torch.nn.utils.clip_grad_norm_ uses.
-      const float norm = in_f(4)[0];
-      const float* hp = in_f(5);
-      const double max_norm = op.attr("max_norm", 1.0);
-      const float scale = float(std::min(1.0, max_norm / (double(norm) + 1e-6)));
-      adamw_update(out_f(0), in_f(1), out_f(1), out_f(2), numel(op.inputs[0]), hp[0], float(op.attr("beta1")),
-                   float(op.attr("beta2")), float(op.attr("eps")), float(op.attr("weight_decay")), int64_t(hp[1]),
-                   scale);
+      const AdamWTensor a = adamw_args(op);
+      adamw_update_many(&a, 1);
       break;
     }
   }

@@ -18,6 +18,8 @@
 
 namespace ptl::cpu {
 
+struct AdamWTensor;  // kernels.h
+
 // 64-byte aligned, zero-initialised storage.
 class Buffer {
  public:
@@ -71,6 +73,7 @@ class Executor {
 
  private:
   void run_op(const Op& op);
+  AdamWTensor adamw_args(const Op& op);
   Program program_;
   Buffer arena_;
   size_t live_peak_ = 0;

@@ -82,5 +82,18 @@ double sum_squares_many(const float* const* xs, const int64_t* ns, int64_t count
 // (the clipping coefficient). t is the 1-based step count for bias correction.
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int64_t t, float grad_scale);
+// The same for several tensors in one parallel pass (the executor's run of adamw ops); each
+// tensor's floats are exactly those of adamw_update.
+struct AdamWTensor {
+    float* p;
+    const float* g;
+    float* m;
+    float* v;
+    int64_t n;
+    float lr, beta1, beta2, eps, weight_decay;
+    int64_t t;
+    float grad_scale;
+};
+void adamw_update_many(const AdamWTensor* tensors, int64_t count);
 
 }  // namespace ptl::cpu

@@ -125,26 +125,56 @@ struct Update {
 
 }  // namespace
 
-void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int64_t t, float grad_scale) {
-    const double lr_d = as_typed(lr), b1 = as_typed(beta1), b2 = as_typed(beta2);
+namespace {
+
+// The float constants of one tensor's update.
+Update constants(const AdamWTensor& a) {
+    const double lr_d = as_typed(a.lr), b1 = as_typed(a.beta1), b2 = as_typed(a.beta2);
     // Scalars are formed in double, then rounded to float once, as PyTorch does when it hands a
     // Python number to a float tensor op.
-    const float decay = static_cast<float>(1.0 - lr_d * as_typed(weight_decay));
+    const float decay = static_cast<float>(1.0 - lr_d * as_typed(a.weight_decay));
     const float one_minus_b1 = static_cast<float>(1.0 - b1);
     const float b2f = static_cast<float>(b2);
     const float one_minus_b2 = static_cast<float>(1.0 - b2);
     // Bias corrections: m and v start at 0, so after t steps they are (1 - beta^t) times too small
     // on average. Dividing m by bc1 and sqrt(v) by sqrt(bc2) undoes that.
-    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t));
-    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t));
+    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(a.t));
+    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(a.t));
     const float neg_step = static_cast<float>(-(lr_d / bc1));
     const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-    const float eps_f = eps;
+    return Update{decay, one_minus_b1, b2f, one_minus_b2, neg_step, bc2_sqrt, a.eps, a.grad_scale};
+}
 
-    // Every element is independent: threaded over ranges (small tensors stay on this thread).
-    parallel_ranges(n, grain_for(n, 12), [&](int64_t i0, int64_t i1) {
-        Update{decay, one_minus_b1, b2f, one_minus_b2, neg_step, bc2_sqrt, eps_f, grad_scale}.run(p, g, m, v, i0, i1);
+}  // namespace
+
+void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int64_t t, float grad_scale) {
+    const AdamWTensor a{p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale};
+    adamw_update_many(&a, 1);
+}
+
+void adamw_update_many(const AdamWTensor* ts, int64_t count) {
+    // Every element is independent, so the tensors are cut into ranges of about the same work
+    // and all of them go to the pool in one pass. Per tensor, most parameter tensors (LayerNorm
+    // weights, biases, Tiny's matrices) are below any sensible grain and ran on one thread, one
+    // fork/join each: Tiny's AdamW did not get faster with a second thread at all.
+    std::vector<Update> u(static_cast<size_t>(count));
+    int64_t total = 0;
+    for (int64_t k = 0; k < count; k++) {
+        u[size_t(k)] = constants(ts[k]);
+        total += ts[k].n;
+    }
+    const int64_t grain = grain_for(total, 12);
+    struct Range {
+        int64_t tensor, i0, i1;
+    };
+    std::vector<Range> ranges;
+    for (int64_t k = 0; k < count; k++)
+        for (int64_t i0 = 0; i0 < ts[k].n; i0 += grain) ranges.push_back({k, i0, std::min(ts[k].n, i0 + grain)});
+    parallel_for(int64_t(ranges.size()), [&](int64_t r) {
+        const Range& g = ranges[size_t(r)];
+        const AdamWTensor& a = ts[g.tensor];
+        u[size_t(g.tensor)].run(a.p, a.g, a.m, a.v, g.i0, g.i1);
     });
 }
 
