@@ -74,7 +74,8 @@ async function warmAndTime(train, o) {
   const all = [];
   let elapsed = 0, est = 0, warm = 0;
   while (warm < o.warmup || elapsed < o.warmupS) {
-    const n = warm === 0 ? 1 : Math.max(1, Math.min(o.maxSteps, Math.ceil((o.warmupS - elapsed) / est), o.warmup - warm));
+    // What is still missing of both the step count and the time, in one call.
+    const n = warm === 0 ? 1 : Math.max(1, Math.min(o.maxSteps - warm, Math.max(Math.ceil((o.warmupS - elapsed) / est), o.warmup - warm)));
     const m = await train(n);
     all.push(...m);
     warm += n;
@@ -83,7 +84,7 @@ async function warmAndTime(train, o) {
     est = Math.max(s[s.length >> 1], 1e-4);
     if (warm >= o.maxSteps) break;
   }
-  const timed = Math.min(o.maxSteps, Math.max(o.steps, Math.ceil(o.minS / est)));
+  const timed = Math.min(o.maxSteps, Math.max(o.steps, est > 0 ? Math.ceil(o.minS / est) : 0));
   const m = await train(timed);
   return { warm, metrics: m, losses: [...all, ...m].map((x) => x.loss) };
 }

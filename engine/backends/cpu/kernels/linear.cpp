@@ -67,7 +67,8 @@ struct Product {
     // every row of a panel on a page of its own, where the hardware prefetchers (which stop at
     // page boundaries) do not follow, and each row is a cache miss of its own (Massive's
     // fc_out, rows of 6 KB: dW 0.79-0.86 of OpenBLAS in place, 0.89-0.94 packed; dx
-    // 0.81-0.93 -> 0.85-0.95; 1 thread, three alternated rounds).
+    // 0.81-0.93 -> 0.85-0.95; 1 thread, three alternated rounds). Products with partial sums
+    // are the exception (see plan()).
     bool direct_b = false;
     // Split over p as well (dW = dy^T x, whose p runs over the tokens): the sum over chunk c of
     // kChunkP values of p goes to partial[c - 1] (chunk 0 to C itself), and finish() adds the
@@ -96,8 +97,8 @@ struct Product {
     int64_t chunks() const { return split_p() ? all_chunks() : 1; }
     int64_t tasks() const { return chunks() * (a_columns ? 1 : panels()) * row_blocks(); }
     int64_t pack_tasks() const { return direct_b ? 0 : panels(); }
-    // Multiply-adds of one task (a whole row block of a_columns, else one tile of it).
-    int64_t task_work() const { return kBlockRows * (a_columns ? J : gemm::kCols) * (split_p() && !chunk_outer ? std::min(P, kChunkP) : P); }
+    // Multiply-adds of one task: a row block (a_columns) or a tile, over one chunk or all of p.
+    int64_t task_work() const { return kBlockRows * (a_columns ? J : gemm::kCols) * (split_p() ? std::min(P, kChunkP) : P); }
     void pack(int64_t t) const { gemm::pack_b(packed, src, s_p, s_j, P, J, t, t + 1); }
     // Chunk c of the sum: where it goes and how it is stored. Chunk 0 writes C (with the bias);
     // a later one adds to C, or overwrites its own partial (see partial).
@@ -197,7 +198,7 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
     // B rows a page or more apart (see direct_b) are packed, except for a product with partials:
     // there each task reads its chunk of B once, and the packing pass, which reads B in the
     // same page-crossing order and hands half the panels to the other core, cost more than it
-    // saved (Massive at 2 threads: linear_backward 259 ms in place, 286 ms packed, medians of 3).
+    // saved (Massive at 2 threads: linear_backward 268 ms in place, 287 ms packed, medians of 3).
     p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p) && (p.s_p * 4 < 4096 || p.partial);
     if (!p.direct_b) p.packed = scratch(b_buf, gemm::packed_floats(p.P, p.J));
     // A task of a product split over p reads only its chunk of B.
