@@ -77,7 +77,8 @@ void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const
     }
     // A partial panel (the last columns of C): through a small buffer.
     for (int r = 0; r < R; r++) {
-        float buf[kCols];
+        // cols <= NV * kW, so only stored floats are read; zeroed for the compiler, which cannot see that.
+        float buf[kCols] = {};
         for (int v = 0; v < NV; v++) simd::store(buf + v * kW, acc[r][v]);
         float* c = C + r * ldc;
         for (int64_t j = 0; j < cols; j++) {

@@ -30,7 +30,7 @@ using gemm::Store;
 
 // Rows of C per task: a few register tiles, so a task is a few microseconds of work.
 constexpr int64_t kBlockRows = 4 * gemm::kRows;
-// Depth of one pass over p (see Product::run): 256 x 32 floats of B = 32 KB.
+// Depth of one pass over p of a product split over p (see Product::partial, whole_p).
 constexpr int64_t kChunkP = 256;
 
 // Scratch for packed panels, owned by the calling thread and reused across calls.
@@ -83,6 +83,14 @@ struct Product {
     // of the three, is read and written once per chunk. The additions are the same as with the
     // partials, in the same order, so the same floats.
     bool chunk_outer = false;
+
+    // Each tile sums over all of p in one pass, which only a product that is never split over
+    // p (see partial) may do: forward and dx. Summed in chunks of kChunkP instead, a chunk of
+    // the B panel stays in L1 while the row block's tiles use it, but every chunk after the
+    // first reads and writes the C tile again, and that cost more than L2's bandwidth to the
+    // B panel (2048^3 at one thread: forward 0.80 -> 0.91 of OpenBLAS, dx 0.88 -> 0.96;
+    // medians of 21 repetitions in random order).
+    bool whole_p = false;
 
     // Numbering of the tiles: along the rows of C (see run()), unless B is larger than an L2
     // cache (1 MB here): then every row block would stream all of B from memory again, and the
@@ -156,14 +164,13 @@ struct Product {
                              std::min(kChunkP, P - p0), cols, rows, chunk_store(c), c == 0 && bias ? bias + j0 : nullptr);
             return;
         }
-        // The sum over p in chunks of kChunkP: a chunk of the B panel (kChunkP x kCols floats)
-        // and of the A rows stay in L1 while every tile of the row block uses them. The first
-        // chunk writes C (with the bias), the others add to it: a fixed order, whatever the
-        // threads.
-        for (int64_t p0 = 0; p0 < P; p0 += kChunkP) {
+        // The sum over p in chunks (see whole_p). The first chunk writes C (with the bias), the
+        // others add to it: a fixed order, whatever the threads.
+        const int64_t chunk = whole_p ? P : kChunkP;
+        for (int64_t p0 = 0; p0 < P; p0 += chunk) {
             const bool first = p0 == 0;
             gemm::gemm_panel(C + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
-                             std::min(kChunkP, P - p0), cols, rows, first ? store : Store::add,
+                             std::min(chunk, P - p0), cols, rows, first ? store : Store::add,
                              first && bias ? bias + j0 : nullptr);
         }
     }
@@ -189,6 +196,7 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
     // read in place, where the copy cost more than it saved (Medium's dW: 0.95-1.04 of OpenBLAS
     // packed, 1.07-1.17 in place, one thread).
     p.a_columns = p.a_i == 1 && p.a_p * 4 >= 4096;
+    p.whole_p = !p_buf;
     // Only worth it with several threads and several chunks; with one thread the partials would
     // be pure overhead (and the result is the same either way).
     if (p_buf && num_threads() > 1 && p.P > kChunkP && p.ldc == p.J)
