@@ -694,25 +694,35 @@ TEST(Simd, LinearMatchesScalarReferenceOnRaggedShapes) {
 // chunk on one). Checked against double sums on 1 and 2 threads, with ragged edges everywhere:
 // 1030 rows of dW (not a multiple of the 48-row block or the 12-row strip), 600 tokens (two
 // whole chunks and part of a third), 45 columns (part of a panel).
-TEST(Linear, WeightGradientOfWideLayersMatchesReference) {
-    const int64_t M = 600, N = 1030, K = 45;
-    const Vec x = randn(M * K, 230), W = randn(N * K, 231), dy = randn(M * N, 232), prev = randn(N * K, 233);
-    const int before = ptl::cpu::num_threads();
-    for (int threads : {1, 2}) {
-        ptl::cpu::set_num_threads(threads);
-        for (bool acc : {false, true}) {
-            Vec dW = prev;
-            linear_backward(nullptr, false, dW.data(), acc, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t k = 0; k < K; k++) {
-                    double s = acc ? prev[n * K + k] : 0.0;
-                    for (int64_t m = 0; m < M; m++) s += static_cast<double>(dy[m * N + n]) * x[m * K + k];
-                    ASSERT_NEAR(dW[n * K + k], s, 2e-6 * (1.0 + std::fabs(s)) * std::sqrt(double(M)))
-                        << "threads=" << threads << " acc=" << acc << " n=" << n << " k=" << k;
-                }
+// dW sums over the tokens in chunks of 256 (partials on several threads, chunk after chunk on
+// one): a wide layer (rows of dy 4 KB or more apart, copied into strips) and a narrow one (read
+// in place), each against double sums, and bitwise the same on 1 and 2 threads.
+TEST(Linear, WeightGradientOverManyTokensMatchesReference) {
+    struct Shape { int64_t M, N, K; };
+    for (const Shape sh : {Shape{600, 1030, 45}, Shape{600, 40, 70}}) {
+        const int64_t M = sh.M, N = sh.N, K = sh.K;
+        const Vec x = randn(M * K, 230), W = randn(N * K, 231), dy = randn(M * N, 232), prev = randn(N * K, 233);
+        const int before = ptl::cpu::num_threads();
+        std::vector<Vec> results;
+        for (int threads : {1, 2}) {
+            ptl::cpu::set_num_threads(threads);
+            for (bool acc : {false, true}) {
+                Vec dW = prev;
+                linear_backward(nullptr, false, dW.data(), acc, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t k = 0; k < K; k++) {
+                        double s = acc ? prev[n * K + k] : 0.0;
+                        for (int64_t m = 0; m < M; m++) s += static_cast<double>(dy[m * N + n]) * x[m * K + k];
+                        ASSERT_NEAR(dW[n * K + k], s, 2e-6 * (1.0 + std::fabs(s)) * std::sqrt(double(M)))
+                            << "N=" << N << " threads=" << threads << " acc=" << acc << " n=" << n << " k=" << k;
+                    }
+                results.push_back(dW);
+            }
         }
+        ptl::cpu::set_num_threads(before);
+        EXPECT_EQ(0, std::memcmp(results[0].data(), results[2].data(), results[0].size() * sizeof(float))) << "N=" << N;
+        EXPECT_EQ(0, std::memcmp(results[1].data(), results[3].data(), results[1].size() * sizeof(float))) << "N=" << N;
     }
-    ptl::cpu::set_num_threads(before);
 }
 
 TEST(Simd, LayerNormAndCrossEntropyMatchScalarReference) {
