@@ -16,6 +16,7 @@
 // p in order by one thread, and the chunks are added in order, so the results are identical
 // whatever the thread count.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "engine/backends/cpu/gemm.h"
@@ -34,9 +35,13 @@ constexpr int64_t kBlockRows = 4 * gemm::kRows;
 constexpr int64_t kChunkP = 256;
 
 // Scratch for packed panels, owned by the calling thread and reused across calls.
+// 64-byte aligned, like the engine's tensors: a packed panel row is one or two whole vectors,
+// and a vector load that straddles two cache lines costs two (malloc aligns to 8 or 16 bytes).
 float* scratch(std::vector<float>& v, size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
+    constexpr size_t kAlign = 64 / sizeof(float);
+    if (v.size() < n + kAlign) v.resize(n + kAlign);
+    const auto addr = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + (kAlign - (addr / sizeof(float)) % kAlign) % kAlign;
 }
 
 // One product C = A B (B given as src with strides s_p, s_j), described for task splitting.
