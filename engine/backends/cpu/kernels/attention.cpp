@@ -47,10 +47,7 @@ vi lane_index() {
 // Per-thread scratch, grown on demand and reused by every task this thread runs.
 struct Scratch {
     std::vector<float> kt, vp, kp, vt, s, dp, a, b;
-    static float* get(std::vector<float>& v, size_t n) {
-        if (v.size() < n) v.resize(n);
-        return v.data();
-    }
+    static float* get(std::vector<float>& v, size_t n) { return gemm::scratch(v, n); }
 };
 thread_local Scratch t_scratch;
 

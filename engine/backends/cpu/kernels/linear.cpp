@@ -16,7 +16,6 @@
 // p in order by one thread, and the chunks are added in order, so the results are identical
 // whatever the thread count.
 #include <algorithm>
-#include <cstdint>
 #include <vector>
 
 #include "engine/backends/cpu/gemm.h"
@@ -35,14 +34,6 @@ constexpr int64_t kBlockRows = 4 * gemm::kRows;
 constexpr int64_t kChunkP = 256;
 
 // Scratch for packed panels, owned by the calling thread and reused across calls.
-// 64-byte aligned, like the engine's tensors: a packed panel row is one or two whole vectors,
-// and a vector load that straddles two cache lines costs two (malloc aligns to 8 or 16 bytes).
-float* scratch(std::vector<float>& v, size_t n) {
-    constexpr size_t kAlign = 64 / sizeof(float);
-    if (v.size() < n + kAlign) v.resize(n + kAlign);
-    const auto addr = reinterpret_cast<uintptr_t>(v.data());
-    return v.data() + (kAlign - (addr / sizeof(float)) % kAlign) % kAlign;
-}
 
 // One product C = A B (B given as src with strides s_p, s_j), described for task splitting.
 struct Product {
@@ -124,7 +115,7 @@ struct Product {
     // A task of a product with a_columns: row block rb, chunk c (or all chunks, in order).
     void run_columns(int64_t t) const {
         static thread_local std::vector<float> strips;
-        float* buf = scratch(strips, size_t(kBlockRows * kChunkP));
+        float* buf = gemm::scratch(strips, size_t(kBlockRows * kChunkP));
         const int64_t c_first = split_p() ? t / row_blocks() : 0, c_end = split_p() ? c_first + 1 : all_chunks();
         const int64_t rb = t % row_blocks(), i0 = rb * kBlockRows, rows = std::min(kBlockRows, I - i0);
         constexpr int64_t R = gemm::kRows;
@@ -209,7 +200,7 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
     // Only worth it with several threads and several chunks; with one thread the partials would
     // be pure overhead (and the result is the same either way).
     if (p_buf && num_threads() > 1 && p.P > kChunkP && p.ldc == p.J)
-        p.partial = scratch(*p_buf, size_t((p.P - 1) / kChunkP * p.I * p.ldc));
+        p.partial = gemm::scratch(*p_buf, size_t((p.P - 1) / kChunkP * p.I * p.ldc));
     else if (p_buf && num_threads() == 1 && p.P > kChunkP)
         p.chunk_outer = true;
     // B rows a page or more apart (see direct_b) are packed, except for a product with partials:
@@ -217,7 +208,7 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
     // same page-crossing order and hands half the panels to the other core, cost more than it
     // saved (Massive at 2 threads: linear_backward 268 ms in place, 287 ms packed, medians of 3).
     p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p) && (p.s_p * 4 < 4096 || p.partial);
-    if (!p.direct_b) p.packed = scratch(b_buf, gemm::packed_floats(p.P, p.J));
+    if (!p.direct_b) p.packed = gemm::scratch(b_buf, gemm::packed_floats(p.P, p.J));
     // A task of a product split over p reads only its chunk of B.
     const int64_t rows_of_b = p.split_p() ? std::min(p.P, kChunkP) : p.P;
     p.panel_major = gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > (size_t(1) << 20);
