@@ -1,0 +1,69 @@
+#!/usr/bin/env node
+// Two WebAssembly builds of the engine in one Node process, trained alternately, for an A/B of
+// a change whose effect is smaller than this host's noise between processes (docs/lessons.md,
+// "Compare variants inside one process, in random order").
+//
+//   node --no-experimental-fetch bench/wasm_ab.mjs --a DIR --b DIR [--preset tiny] [--variant simd-threads]
+//        [--threads 2] [--rounds 16] [--steps N] [--warmup-s 4]
+//
+// DIR is a build directory as wasm/build.sh writes it (DIR/<variant>/ptl_engine.js); copy one
+// aside (cp -r build-wasm /tmp/before) before rebuilding. Each side gets its own module (its own
+// worker pool) and a fresh model of the preset on TinyShakespeare ($PTL_DATA_DIR or
+// ../shared/data). After --warmup-s seconds of steps on both, every round trains --steps steps
+// (default 20 on Tiny, 5 otherwise) on each side, in a random order, with Engine.profile on.
+// Prints per side the median ms/step over all timed steps and the median per-op ms/step over
+// the rounds (largest six), one line each.
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const args = {};
+for (let i = 2; i < process.argv.length; i++) {
+  const a = process.argv[i];
+  if (a === "-h" || a === "--help") {
+    console.log(fs.readFileSync(fileURLToPath(import.meta.url), "utf8").split("\n").slice(1, 16).map((l) => l.replace(/^\/\/ ?/, "")).join("\n"));
+    process.exit(0);
+  }
+  if (!a.startsWith("--") || i + 1 >= process.argv.length) { console.error(`bench/wasm_ab.mjs: bad argument '${a}' (see --help)`); process.exit(2); }
+  args[a.slice(2)] = process.argv[++i];
+}
+if (!args.a || !args.b) { console.error("bench/wasm_ab.mjs: --a DIR and --b DIR are required (see --help)"); process.exit(2); }
+const preset = args.preset ?? "tiny";
+const variant = args.variant ?? "simd-threads";
+const threads = Number(args.threads ?? (variant.includes("threads") ? 2 : 1));
+const rounds = Number(args.rounds ?? 16);
+const steps = Number(args.steps ?? (preset === "tiny" ? 20 : 5));
+const warmupS = Number(args["warmup-s"] ?? 4);
+for (const dir of [args.a, args.b])
+  if (!fs.existsSync(path.join(dir, variant, "ptl_engine.js"))) { console.error(`bench/wasm_ab.mjs: no ${variant} build in ${dir}`); process.exit(1); }
+const dataDir = process.env.PTL_DATA_DIR ?? path.join(ROOT, "..", "shared", "data");
+const corpus = fs.readFileSync(path.join(dataDir, "tinyshakespeare.txt"));
+const { loadModule, Engine } = await import(path.join(ROOT, "web", "dist", "engine", "index.js"));
+
+const sides = [];
+for (const dir of [args.a, args.b]) {
+  const module = await loadModule({ buildDir: dir, variant, poolSize: threads });
+  const engine = await Engine.create({ preset, train: { steps: 1000000 } }, module);
+  await engine.setCorpus(corpus);
+  sides.push({ dir, module, engine, ms: [], ops: {} });
+}
+const t0 = performance.now();
+while (performance.now() - t0 < warmupS * 1000) for (const s of sides) await s.engine.train(steps, { stepsPerChunk: steps });
+for (let r = 0; r < rounds; r++) {
+  for (const i of Math.random() < 0.5 ? [0, 1] : [1, 0]) {
+    const s = sides[i];
+    await s.engine.profile(true);
+    const m = await s.engine.train(steps, { stepsPerChunk: steps });
+    const p = await s.engine.profile(false);
+    for (const [k, v] of Object.entries(p)) (s.ops[k] ??= []).push((v * 1000) / steps);
+    s.ms.push(...m.map((x) => x.seconds * 1000));
+  }
+}
+const median = (xs) => { const a = [...xs].sort((x, y) => x - y); const n = a.length; return n % 2 ? a[(n - 1) / 2] : (a[n / 2 - 1] + a[n / 2]) / 2; };
+for (const s of sides) {
+  const top = Object.entries(s.ops).map(([k, v]) => [k, median(v)]).sort((a, b) => b[1] - a[1]).slice(0, 6);
+  console.log(`${s.dir} ${variant} ${threads}t ${preset}: ${median(s.ms).toFixed(2)} ms/step | ${top.map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ")}`);
+}
+for (const s of sides) { s.engine.dispose(); s.module.terminate(); }
+process.exit(0);
