@@ -694,6 +694,39 @@ TEST(Simd, LinearMatchesScalarReferenceOnRaggedShapes) {
 // chunk on one). Checked against double sums on 1 and 2 threads, with ragged edges everywhere:
 // 1030 rows of dW (not a multiple of the 48-row block or the 12-row strip), 600 tokens (two
 // whole chunks and part of a third), 45 columns (part of a panel).
+// Products whose packed B is larger than L2 (1 MB) run taller row blocks (384 rows with
+// AVX-512): forward and dx of such a layer, with ragged row blocks and panels, against double
+// sums, and bitwise the same on 1 and 2 threads.
+TEST(Linear, ProductsWithALargeBMatchReference) {
+    const int64_t M = 400, N = 1100, K = 260;
+    const Vec x = randn(M * K, 240), W = randn(N * K, 241), b = randn(N, 242), dy = randn(M * N, 243);
+    const int before = ptl::cpu::num_threads();
+    std::vector<Vec> ys, dxs;
+    for (int threads : {1, 2}) {
+        ptl::cpu::set_num_threads(threads);
+        Vec y(M * N), dx(M * K);
+        linear_forward(y.data(), x.data(), W.data(), b.data(), M, N, K);
+        linear_backward(dx.data(), false, nullptr, false, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
+        for (int64_t m = 0; m < M; m += 7)
+            for (int64_t n = 0; n < N; n++) {
+                double s = b[n];
+                for (int64_t k = 0; k < K; k++) s += static_cast<double>(x[m * K + k]) * W[n * K + k];
+                ASSERT_NEAR(y[m * N + n], s, 1e-5 * (1.0 + std::fabs(s)) * std::sqrt(double(K))) << "y m=" << m << " n=" << n;
+            }
+        for (int64_t m = 0; m < M; m += 7)
+            for (int64_t k = 0; k < K; k++) {
+                double s = 0.0;
+                for (int64_t n = 0; n < N; n++) s += static_cast<double>(dy[m * N + n]) * W[n * K + k];
+                ASSERT_NEAR(dx[m * K + k], s, 1e-5 * (1.0 + std::fabs(s)) * std::sqrt(double(N))) << "dx m=" << m << " k=" << k;
+            }
+        ys.push_back(y);
+        dxs.push_back(dx);
+    }
+    ptl::cpu::set_num_threads(before);
+    EXPECT_EQ(0, std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(dxs[0].data(), dxs[1].data(), dxs[0].size() * sizeof(float)));
+}
+
 // dW sums over the tokens in chunks of 256 (partials on several threads, chunk after chunk on
 // one): a wide layer (rows of dy 4 KB or more apart, copied into strips) and a narrow one (read
 // in place), each against double sums, and bitwise the same on 1 and 2 threads.

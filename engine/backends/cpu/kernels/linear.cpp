@@ -92,21 +92,26 @@ struct Product {
     // medians of 21 repetitions in random order).
     bool whole_p = false;
 
-    // Numbering of the tiles: along the rows of C (see run()), unless B is larger than an L2
-    // cache (1 MB here): then every row block would stream all of B from memory again, and the
-    // tiles are numbered panel by panel instead, so consecutive tasks share a panel of B and
-    // only A is streamed (2048^3: 0.56x of OpenBLAS along the rows, 0.82x panel by panel).
-    bool panel_major = false;
+    // Rows of C per task. A task runs its row block against one panel, and the tasks are
+    // numbered along the rows of C (see run()). Where B is larger than an L2 cache (1 MB here),
+    // every row block streams all of B from L3 again, so the row blocks are 8 times taller:
+    // a panel of B then serves 384 rows (AVX-512) from L2 before the next one comes, while the
+    // row block of A stays in L3. (Session 3 numbered such tiles panel by panel instead, every
+    // panel streaming all of A: 2048^3 at 0.56x of OpenBLAS along 48-row blocks, 0.82x panel by
+    // panel. Against panel by panel, at one thread, randomised-order A/B, two runs: 2048^3 dx
+    // 0.80 / 0.89 -> 0.86 / 0.98, forward 0.76 / 0.72 -> 0.86 / 0.75; Massive's fc_out dx
+    // 0.98 / 1.02 -> 1.02 / 1.04; Massive's fc_in forward no change.)
+    int64_t block_rows = kBlockRows;
 
     int64_t panels() const { return gemm::panels(J); }
-    int64_t row_blocks() const { return (I + kBlockRows - 1) / kBlockRows; }
+    int64_t row_blocks() const { return (I + block_rows - 1) / block_rows; }
     bool split_p() const { return partial || chunk_outer; }
     int64_t all_chunks() const { return (P + kChunkP - 1) / kChunkP; }
     int64_t chunks() const { return split_p() ? all_chunks() : 1; }
     int64_t tasks() const { return chunks() * (a_columns ? 1 : panels()) * row_blocks(); }
     int64_t pack_tasks() const { return direct_b ? 0 : panels(); }
     // Multiply-adds of one task: a row block (a_columns) or a tile, over one chunk or all of p.
-    int64_t task_work() const { return kBlockRows * (a_columns ? J : gemm::kCols) * (split_p() ? std::min(P, kChunkP) : P); }
+    int64_t task_work() const { return block_rows * (a_columns ? J : gemm::kCols) * (split_p() ? std::min(P, kChunkP) : P); }
     void pack(int64_t t) const { gemm::pack_b(packed, src, s_p, s_j, P, J, t, t + 1); }
     // Chunk c of the sum: where it goes and how it is stored. Chunk 0 writes C (with the bias);
     // a later one adds to C, or overwrites its own partial (see partial).
@@ -151,13 +156,12 @@ struct Product {
         const int64_t per_chunk = panels() * row_blocks();
         const int64_t c = t / per_chunk;
         t %= per_chunk;
-        const int64_t rb = panel_major ? t % row_blocks() : t / panels();
-        const int64_t q = panel_major ? t / row_blocks() : t % panels(), i0 = rb * kBlockRows, j0 = q * gemm::kCols;
+        const int64_t rb = t / panels(), q = t % panels(), i0 = rb * block_rows, j0 = q * gemm::kCols;
         const float* a = A + i0 * a_i;
         const int64_t ai = a_i, ap = a_p;
         const float* bp = direct_b ? src + j0 : gemm::panel(packed, P, q);
         const int64_t ldb = direct_b ? s_p : gemm::kCols;
-        const int64_t cols = std::min(gemm::kCols, J - j0), rows = std::min(kBlockRows, I - i0);
+        const int64_t cols = std::min(gemm::kCols, J - j0), rows = std::min(block_rows, I - i0);
         if (split_p()) {
             const int64_t p0 = c * kChunkP;
             gemm::gemm_panel(chunk_out(c) + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
@@ -211,7 +215,7 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
     if (!p.direct_b) p.packed = gemm::scratch(b_buf, gemm::packed_floats(p.P, p.J));
     // A task of a product split over p reads only its chunk of B.
     const int64_t rows_of_b = p.split_p() ? std::min(p.P, kChunkP) : p.P;
-    p.panel_major = gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > (size_t(1) << 20);
+    if (!p.a_columns && gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > (size_t(1) << 20)) p.block_rows = 8 * kBlockRows;
 }
 
 // Work (multiply-adds or copies) below which a task is not worth a claim of its own.
