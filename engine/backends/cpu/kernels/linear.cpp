@@ -33,8 +33,6 @@ constexpr int64_t kBlockRows = 4 * gemm::kRows;
 // Depth of one pass over p of a product split over p (see Product::partial, whole_p).
 constexpr int64_t kChunkP = 256;
 
-// Scratch for packed panels, owned by the calling thread and reused across calls.
-
 // One product C = A B (B given as src with strides s_p, s_j), described for task splitting.
 struct Product {
     float* C;
