@@ -689,11 +689,6 @@ TEST(Simd, LinearMatchesScalarReferenceOnRaggedShapes) {
     EXPECT_EQ(cases, int(sizes.size() * sizes.size()));
 }
 
-// dW = dy^T x with dy's rows 4 KB or more apart takes its own path (rows of dy^T copied into
-// strips inside each task, the tokens in chunks: partial sums on several threads, chunk after
-// chunk on one). Checked against double sums on 1 and 2 threads, with ragged edges everywhere:
-// 1030 rows of dW (not a multiple of the 48-row block or the 12-row strip), 600 tokens (two
-// whole chunks and part of a third), 45 columns (part of a panel).
 // Products whose packed B is larger than L2 (1 MB) run taller row blocks (384 rows with
 // AVX-512): forward and dx of such a layer, with ragged row blocks and panels, against double
 // sums, and bitwise the same on 1 and 2 threads.
@@ -727,9 +722,12 @@ TEST(Linear, ProductsWithALargeBMatchReference) {
     EXPECT_EQ(0, std::memcmp(dxs[0].data(), dxs[1].data(), dxs[0].size() * sizeof(float)));
 }
 
-// dW sums over the tokens in chunks of 256 (partials on several threads, chunk after chunk on
-// one): a wide layer (rows of dy 4 KB or more apart, copied into strips) and a narrow one (read
-// in place), each against double sums, and bitwise the same on 1 and 2 threads.
+// dW = dy^T x sums over the tokens in chunks of 256 (partial sums on several threads, chunk
+// after chunk on one). Two layers: a wide one, whose dy rows are 4 KB or more apart (rows of
+// dy^T copied into strips inside each task), and a narrow one (dy read in place). Each against
+// double sums on 1 and 2 threads, with ragged edges everywhere (1030 rows of dW: not a multiple
+// of the 48-row block or the 12-row strip; 600 tokens: two whole chunks and part of a third;
+// 45 and 70 columns: part of a panel), and bitwise the same on 1 and 2 threads.
 TEST(Linear, WeightGradientOverManyTokensMatchesReference) {
     struct Shape { int64_t M, N, K; };
     for (const Shape sh : {Shape{600, 1030, 45}, Shape{600, 40, 70}}) {

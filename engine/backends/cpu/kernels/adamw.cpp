@@ -123,10 +123,6 @@ struct Update {
     }
 };
 
-}  // namespace
-
-namespace {
-
 // The float constants of one tensor's update.
 Update constants(const AdamWTensor& a) {
     const double lr_d = as_typed(a.lr), b1 = as_typed(a.beta1), b2 = as_typed(a.beta2);
