@@ -723,14 +723,16 @@ TEST(Linear, ProductsWithALargeBMatchReference) {
 }
 
 // dW = dy^T x sums over the tokens in chunks of 256 (partial sums on several threads, chunk
-// after chunk on one). Two layers: a wide one, whose dy rows are 4 KB or more apart (rows of
-// dy^T copied into strips inside each task), and a narrow one (dy read in place). Each against
-// double sums on 1 and 2 threads, with ragged edges everywhere (1030 rows of dW: not a multiple
-// of the 48-row block or the 12-row strip; 600 tokens: two whole chunks and part of a third;
-// 45 and 70 columns: part of a panel), and bitwise the same on 1 and 2 threads.
+// after chunk on one). Three layers: a wide one, whose dy rows are 4 KB or more apart (rows of
+// dy^T copied into strips: inside each task on 2 threads, a chunk at a time on one), and two
+// narrow ones (dy read in place), the second with a chunk of x over 512 KB (tall row blocks on
+// one thread). Each against double sums on 1 and 2 threads, with ragged edges everywhere (1030
+// rows of dW: not a multiple of the 48-row block or the 12-row strip; 600 tokens: two whole
+// chunks and part of a third; 45, 70 and 600 columns: part of a panel), and bitwise the same on
+// 1 and 2 threads.
 TEST(Linear, WeightGradientOverManyTokensMatchesReference) {
     struct Shape { int64_t M, N, K; };
-    for (const Shape sh : {Shape{600, 1030, 45}, Shape{600, 40, 70}}) {
+    for (const Shape sh : {Shape{600, 1030, 45}, Shape{600, 40, 70}, Shape{600, 40, 600}}) {
         const int64_t M = sh.M, N = sh.N, K = sh.K;
         const Vec x = randn(M * K, 230), W = randn(N * K, 231), dy = randn(M * N, 232), prev = randn(N * K, 233);
         const int before = ptl::cpu::num_threads();

@@ -32,6 +32,8 @@ using gemm::Store;
 constexpr int64_t kBlockRows = 4 * gemm::kRows;
 // Depth of one pass over p of a product split over p (see Product::partial, whole_p).
 constexpr int64_t kChunkP = 256;
+// L1 data cache per core of the machines we measure on (AMD Zen 5).
+constexpr size_t kL1Bytes = 48 << 10;
 
 // One product C = A B (B given as src with strides s_p, s_j), described for task splitting.
 struct Product {
@@ -62,7 +64,12 @@ struct Product {
     // page boundaries) do not follow, and each row is a cache miss of its own (Massive's
     // fc_out, rows of 6 KB: dW 0.79-0.86 of OpenBLAS in place, 0.89-0.94 packed; dx
     // 0.81-0.93 -> 0.85-0.95; 1 thread, three alternated rounds). Products with partial sums
-    // are the exception (see plan()).
+    // are the exception (see plan()). And the rows of B that a tile sums over, one panel wide,
+    // must fit in L1: a row block reads the panel once per tile, and a panel read in place is
+    // 128 bytes from each of P rows, scattered over P / 8 pages or more, where the packed panel
+    // is one run of memory (the fc_in layers' dx, a 1024 x 256 W: XL 0.89 -> 1.01-1.05 of
+    // OpenBLAS packed, Huge 0.92-0.94 -> 1.07-1.11, Massive's 1536 x 384 0.94-0.99 -> 1.00-1.05;
+    // one thread, randomised-order A/B, three runs).
     bool direct_b = false;
     // Split over p as well (dW = dy^T x, whose p runs over the tokens): the sum over chunk c of
     // kChunkP values of p goes to partial[c - 1] (chunk 0 to C itself), and finish() adds the
@@ -81,6 +88,14 @@ struct Product {
     // 0.77 -> 0.87 of OpenBLAS in one run and 0.93 both ways in the next, q/k/v/o 0.99-1.00
     // -> 1.03.)
     bool chunk_outer = false;
+    // A chunk-outer product with a_columns packs all of a chunk's strips at once, in the chunk's
+    // first task (one thread runs the tasks in order): into a_strips, strip s (rows [s kRows,
+    // (s + 1) kRows) of C) at s kRows kChunkP. That pass reads dy's rows whole, front to back,
+    // where each task copying its own strips reads 48 floats from each of 256 rows a page or
+    // more apart: a cache miss per row that the hardware prefetchers, which stop at page
+    // boundaries, do not hide (Huge's fc_in dW at one thread, randomised-order A/B against
+    // OpenBLAS: 0.90-0.91 -> 0.92-0.98 over three runs; Massive's fc_in 0.83-0.93 -> 0.86-0.94).
+    float* a_strips = nullptr;
 
     // Each tile sums over all of p in one pass, which only a product that is never split over
     // p (see partial) may do: forward and dx. Summed in chunks of kChunkP instead, a chunk of
@@ -118,20 +133,22 @@ struct Product {
     // A task of a product with a_columns: row block rb, chunk c (or all chunks, in order).
     void run_columns(int64_t t) const {
         static thread_local std::vector<float> strips;
-        float* buf = gemm::scratch(strips, size_t(kBlockRows * kChunkP));
         const int64_t c_first = split_p() ? t / row_blocks() : 0, c_end = split_p() ? c_first + 1 : all_chunks();
         const int64_t rb = t % row_blocks(), i0 = rb * kBlockRows, rows = std::min(kBlockRows, I - i0);
         constexpr int64_t R = gemm::kRows;
         for (int64_t c = c_first; c < c_end; c++) {
             const int64_t p0 = c * kChunkP, np = std::min(kChunkP, P - p0);
-            for (int64_t s0 = 0; s0 < rows; s0 += R) {
-                float* d = buf + s0 * kChunkP;
-                const float* a = A + (i0 + s0) + p0 * a_p;
-                if (rows - s0 >= R) {
-                    for (int64_t p = 0; p < np; p++) std::copy_n(a + p * a_p, R, d + p * R);
-                } else {
-                    for (int64_t p = 0; p < np; p++)
-                        for (int64_t r = 0; r < rows - s0; r++) d[p * R + r] = a[p * a_p + r];
+            float* buf;
+            if (a_strips) {
+                buf = a_strips + i0 * kChunkP;
+                if (rb == 0) pack_strips(p0, np);
+            } else {
+                buf = gemm::scratch(strips, size_t(kBlockRows * kChunkP));
+                for (int64_t s0 = 0; s0 < rows; s0 += R) {
+                    float* d = buf + s0 * kChunkP;
+                    const float* a = A + (i0 + s0) + p0 * a_p;
+                    const int64_t r_n = std::min(R, rows - s0);
+                    for (int64_t p = 0; p < np; p++) std::copy_n(a + p * a_p, r_n, d + p * R);
                 }
             }
             float* out = chunk_out(c);
@@ -143,6 +160,21 @@ struct Product {
                 for (int64_t s0 = 0; s0 < rows; s0 += R)
                     gemm::gemm_panel(out + (i0 + s0) * ldc + j0, ldc, buf + s0 * kChunkP, 1, R, bp, ldb, np, cols,
                                      std::min(R, rows - s0), st, c == 0 && bias ? bias + j0 : nullptr);
+            }
+        }
+    }
+    // All strips of chunk [p0, p0 + np) into a_strips, reading kStripP rows of dy at a time
+    // (kStripP whole rows stay in L1 while every strip takes its piece of them).
+    void pack_strips(int64_t p0, int64_t np) const {
+        constexpr int64_t R = gemm::kRows, kStripP = 8;
+        const int64_t n_strips = (I + R - 1) / R;
+        for (int64_t pb = 0; pb < np; pb += kStripP) {
+            const int64_t pn = std::min(kStripP, np - pb);
+            for (int64_t s = 0; s < n_strips; s++) {
+                float* d = a_strips + s * R * kChunkP + pb * R;
+                const float* a = A + s * R + (p0 + pb) * a_p;
+                const int64_t r_n = std::min(R, I - s * R);
+                for (int64_t p = 0; p < pn; p++) std::copy_n(a + p * a_p, r_n, d + p * R);
             }
         }
     }
@@ -193,7 +225,7 @@ bool aliasing(int64_t stride_floats) { return (stride_floats * 4) % 4096 == 0; }
 
 // Decides which operands get packed (see Product), and gives the packed ones their scratch.
 // p_buf: the product may be split over p (see Product::partial), with partials in p_buf.
-void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nullptr) {
+void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nullptr, std::vector<float>* a_buf = nullptr) {
     // Rows of A at least 4 KB apart (dW of a layer with 1024 outputs or more); closer rows are
     // read in place, where the copy cost more than it saved (Medium's dW: 0.95-1.04 of OpenBLAS
     // packed, 1.07-1.17 in place, one thread).
@@ -205,15 +237,24 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
         p.partial = gemm::scratch(*p_buf, size_t((p.P - 1) / kChunkP * p.I * p.ldc));
     else if (p_buf && num_threads() == 1 && p.P > kChunkP)
         p.chunk_outer = true;
+    if (p.chunk_outer && p.a_columns && a_buf)
+        p.a_strips = gemm::scratch(*a_buf, size_t((p.I + gemm::kRows - 1) / gemm::kRows * gemm::kRows * kChunkP));
+    // A task of a product split over p reads only its chunk of B.
+    const int64_t rows_of_b = p.split_p() ? std::min(p.P, kChunkP) : p.P;
     // B rows a page or more apart (see direct_b) are packed, except for a product with partials:
     // there each task reads its chunk of B once, and the packing pass, which reads B in the
     // same page-crossing order and hands half the panels to the other core, cost more than it
     // saved (Massive at 2 threads: linear_backward 268 ms in place, 287 ms packed, medians of 3).
-    p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p) && (p.s_p * 4 < 4096 || p.partial);
+    // A panel of the rows a task sums over that does not fit in L1 is packed too (see direct_b).
+    p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p) && (p.s_p * 4 < 4096 || p.partial) &&
+                 size_t(rows_of_b * gemm::kCols) * sizeof(float) <= kL1Bytes;
     if (!p.direct_b) p.packed = gemm::scratch(b_buf, gemm::packed_floats(p.P, p.J));
-    // A task of a product split over p reads only its chunk of B.
-    const int64_t rows_of_b = p.split_p() ? std::min(p.P, kChunkP) : p.P;
-    if (!p.a_columns && gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > (size_t(1) << 20)) p.block_rows = 8 * kBlockRows;
+    // Chunk after chunk, C's tiles pass through L2 as well, once per chunk, and evict B: there
+    // the tall blocks pay from a chunk of B of half of L2 (Huge's fc_out dW, B chunk 1 MB, at
+    // one thread: 0.87 -> 0.93 of OpenBLAS; products summed in one pass with exactly 1 MB of B
+    // lost 1-3% with tall blocks).
+    const size_t tall_from = p.chunk_outer ? size_t(1) << 19 : size_t(1) << 20;
+    if (!p.a_columns && gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > tall_from) p.block_rows = 8 * kBlockRows;
 }
 
 // Work (multiply-adds or copies) below which a task is not worth a claim of its own.
@@ -274,7 +315,7 @@ void run_products(const std::vector<Product>& ps) {
             parallel_ranges(p.I, grain_for(p.I, p.J * (p.chunks() - 1)), [&](int64_t r0, int64_t r1) { p.finish(r0, r1); });
 }
 
-thread_local std::vector<float> t_pack_a, t_pack_b, t_partial;
+thread_local std::vector<float> t_pack_a, t_pack_b, t_partial, t_strips;
 
 }  // namespace
 
@@ -300,7 +341,7 @@ void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, 
     if (dW) {
         // A(n, m) = dy[m, n]: a_i = 1, so the kRows scalars of one p are adjacent in memory.
         Product p{dW, K, dy, 1, N, x, K, 1, N, K, M, acc_dW ? Store::add : Store::overwrite, nullptr, nullptr};
-        plan(p, t_pack_b, &t_partial);
+        plan(p, t_pack_b, &t_partial, &t_strips);
         ps.push_back(p);
     }
     if (!ps.empty()) run_products(ps);
