@@ -11,19 +11,23 @@
 //   {"preset","build","env" (node | chromium),"threads","ms_per_step","tokens_per_s",
 //    "native_ms_per_step","native128_ms_per_step","vs_native","vs_native128","loss_match","runtime"}
 // vs_native / vs_native128 = native ms / wasm ms (speed relative to native: 1 = as fast).
-// ms/step is the median over the timed steps of a fresh model at the preset's batch size,
-// training on TinyShakespeare (the engine's own per-step time, batch draw included). Warm-up:
+// Step times are the engine's own (batch draw included), of a fresh model at the preset's batch
+// size training on TinyShakespeare. Warm-up:
 // at least --warmup steps and --warmup-s seconds. A fresh module starts in V8's baseline code
 // (Liftoff) and compiles the hot functions with the optimising compiler on background threads;
 // on a 2-core machine those threads compete with a 2-thread run (not with a 1-thread one), so
 // a few warm-up steps of a small preset (Tiny: 10 ms each) measured the compiler as much as the
-// engine. Timed: at least --steps steps and --min-s seconds (at most 200 steps). With
-// --rounds N every preset and environment runs its builds N times, in reverse order every
-// other round (A B C, C B A, ...), and ms_per_step is the median of the rounds' medians
-// ("round_ms" lists them), so that a slow spell of the host does not land on one build. Native
-// numbers are `ptl bench --json`'s ms_per_step (median) at the same thread count as the wasm
-// build: --threads for simd-threads, 1 for the single-thread builds (scalar, simd, memory64),
-// each native configuration measured once per preset. In Chromium the engine runs in a Web Worker on a cross-origin
+// engine. Every build of a preset and environment is started and warmed up once and stays
+// loaded; then each of --rounds rounds times one segment of every build, and one `ptl bench` run
+// of native and of native128 at each thread count, in a fresh random order. A segment is at least
+// --steps steps and --min-s seconds (at most 200 steps), sized from the warm-up's step time.
+// ms_per_step is the median of a build's segment medians ("round_ms" lists them). The builds
+// take turns seconds apart, so a slow spell of the host (which here moves a step time by up to
+// 50% from one minute to the next) falls on all of them, where runs of one build after another
+// put it on one build (docs/lessons.md, "Compare variants inside one process, in random order").
+// Native numbers are `ptl bench --json`'s ms_per_step (the median of its rounds) at the same
+// thread count as the wasm build: --threads for simd-threads, 1 for the single-thread builds
+// (scalar, simd, memory64). In Chromium every build runs in a Web Worker of one cross-origin
 // isolated page (tests/browser's harness), as a site would run it. loss_match is the largest
 // relative difference between the wasm run's losses and the first build's in the same env.
 // bench/wasm.sh builds everything first; bench/wasm_table.py turns the lines into a table + plot.
@@ -68,41 +72,28 @@ const median = (xs) => {
 };
 const round = (x, d = 2) => (x === null || x === undefined ? null : +x.toFixed(d));
 
-// Warm-up then timed steps (see the header), for an engine behind `train(n)` (the module in Node,
-// the worker's client in Chromium: so this function is also sent to the page as text).
-async function warmAndTime(train, o) {
-  const all = [];
+// Warm-up (see the header) of an engine behind `train(n)`: returns the steps run, the median
+// seconds per step of the last call (the estimate that sizes a timed segment) and the losses.
+async function warmUp(train, o) {
+  const losses = [];
   let elapsed = 0, est = 0, warm = 0;
   while (warm < o.warmup || elapsed < o.warmupS) {
     // What is still missing of both the step count and the time, in one call.
     const n = warm === 0 ? 1 : Math.max(1, Math.min(o.maxSteps - warm, Math.max(Math.ceil((o.warmupS - elapsed) / est), o.warmup - warm)));
     const m = await train(n);
-    all.push(...m);
+    losses.push(...m.map((x) => x.loss));
     warm += n;
     elapsed += m.reduce((a, x) => a + x.seconds, 0);
     const s = m.map((x) => x.seconds).sort((a, b) => a - b);
     est = Math.max(s[s.length >> 1], 1e-4);
     if (warm >= o.maxSteps) break;
   }
-  const timed = Math.min(o.maxSteps, Math.max(o.steps, est > 0 ? Math.ceil(o.minS / est) : 0));
-  const m = await train(timed);
-  return { warm, metrics: m, losses: [...all, ...m].map((x) => x.loss) };
+  return { warm, est, losses };
 }
 const planOptions = { warmup, steps, warmupS, minS, maxSteps };
 
-// Native figures: once per configuration and round (the same steps as the wasm run of the build
-// that asked first).
-const benchCache = new Map();
-function ptlBench(bin, preset, nThreads, round, nSteps) {
-  const key = `${bin} ${preset} ${nThreads} ${round}`;
-  if (!benchCache.has(key)) benchCache.set(key, ptlBenchRun(bin, preset, nThreads, nSteps));
-  return benchCache.get(key);
-}
-function ptlBenchRun(bin, preset, nThreads, nSteps) {
-  if (!fs.existsSync(bin)) {
-    console.error(`bench/wasm.mjs: ${bin} not built; its column is null`);
-    return null;
-  }
+function ptlBench(bin, preset, nThreads, nSteps) {
+  if (!fs.existsSync(bin)) return null;
   // --peak-gflops skips the 2048^3 calibration product (MFU is not used here).
   const out = execFileSync(bin, ["bench", "--presets", preset, "--steps", String(nSteps), "--warmup", String(warmup),
     "--threads", String(nThreads), "--json", "--peak-gflops", "1"], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
@@ -110,21 +101,27 @@ function ptlBenchRun(bin, preset, nThreads, nSteps) {
   return line.ms_per_step;
 }
 
-async function nodeRun(variant, preset) {
+// A build's engine, started once per preset and environment and kept until all its rounds are
+// done: { train(n) -> metrics, threads, runtime, close() }.
+async function nodeStart(variant, preset) {
   const module = await loadModule({ buildDir, variant, poolSize: threads });
   try {
     const engine = await Engine.create({ preset, train: { steps: 1000000 } }, module);
     await engine.setCorpus(corpus);
-    const r = await warmAndTime((n) => engine.train(n, { stepsPerChunk: n }), planOptions);
-    engine.dispose();
-    return { ms: median(r.metrics.map((x) => x.seconds * 1000)), losses: r.losses, steps: r.metrics.length, warmup: r.warm,
-      threads: module.build.num_threads ?? 1 };
-  } finally {
+    return {
+      train: (n) => engine.train(n, { stepsPerChunk: n }),
+      threads: module.build.num_threads ?? 1,
+      runtime: nodeRuntime,
+      close: async () => { engine.dispose(); module.terminate(); },
+    };
+  } catch (e) {
     module.terminate();
+    throw e;
   }
 }
 
-// Chromium: one browser and one isolated page for the whole run; a fresh worker per measurement.
+// Chromium: one browser and one isolated page for the whole run; a worker per build, as a site
+// would run the engine, kept in the page (window.benchEngines) across calls.
 let chromium = null;
 async function chromiumPage() {
   if (chromium) return chromium;
@@ -132,34 +129,46 @@ async function chromiumPage() {
   chromium = await openEnginePage({ isolated: true });
   return chromium;
 }
-async function chromiumRun(variant, preset) {
+async function chromiumStart(variant, preset) {
   const ctx = await chromiumPage();
-  const r = await ctx.page.evaluate(
-    async ({ variant, preset, threads, plan, warmAndTimeSource }) => {
+  const info = await ctx.page.evaluate(
+    async ({ variant, preset, threads }) => {
       const T = window.ptlTest;
-      const warmAndTime = (0, eval)(`(${warmAndTimeSource})`);
       const { client, worker, build } = await T.startEngine({ variant, poolSize: threads });
-      try {
-        await client.call("create", { config: { preset, train: { steps: 1000000 } } });
-        if (!window.benchCorpus) window.benchCorpus = await T.fetchBytes("/data/tinyshakespeare.txt");
-        await client.call("setCorpus", { corpus: window.benchCorpus });
-        const r = await warmAndTime((n) => client.call("train", { steps: n, stepsPerChunk: n }), plan);
-        return { ...r, threads: build.num_threads ?? 1 };
-      } finally {
-        worker.terminate();
-      }
+      (window.benchEngines ??= {})[variant] = { client, worker };
+      await client.call("create", { config: { preset, train: { steps: 1000000 } } });
+      if (!window.benchCorpus) window.benchCorpus = await T.fetchBytes("/data/tinyshakespeare.txt");
+      await client.call("setCorpus", { corpus: window.benchCorpus });
+      return { threads: build.num_threads ?? 1 };
     },
-    { variant, preset, threads, plan: planOptions, warmAndTimeSource: warmAndTime.toString() },
+    { variant, preset, threads },
   );
   ctx.assertNoErrors();
   return {
-    ms: median(r.metrics.map((x) => x.seconds * 1000)),
-    losses: r.losses,
-    steps: r.metrics.length,
-    warmup: r.warm,
-    threads: r.threads,
+    train: async (n) => {
+      const m = await ctx.page.evaluate(
+        ({ variant, n }) => window.benchEngines[variant].client.call("train", { steps: n, stepsPerChunk: n }),
+        { variant, n },
+      );
+      ctx.assertNoErrors();
+      return m;
+    },
+    threads: info.threads,
     runtime: `chromium ${ctx.browser.version()}`,
+    close: () => ctx.page.evaluate((variant) => {
+      window.benchEngines[variant].worker.terminate();
+      delete window.benchEngines[variant];
+    }, variant),
   };
+}
+
+function shuffle(xs) {
+  const a = [...xs];
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
 }
 
 const nodeRuntime = `node ${process.versions.node} (V8 ${process.versions.v8})`;
@@ -174,36 +183,62 @@ try {
         console.error(`bench/wasm.mjs: ${build} not built (wasm/build.sh ${build}); skipped`);
         return false;
       });
-      const runs = new Map(available.map((b) => [b, []]));
-      for (let k = 0; k < rounds; k++) {
-        const order = k % 2 ? [...available].reverse() : available;
-        for (const build of order) {
-          console.error(`bench/wasm.mjs: ${preset} ${env} ${build} (round ${k + 1} of ${rounds})`);
-          const w = env === "node" ? await nodeRun(build, preset) : await chromiumRun(build, preset);
-          // Native at the same thread count as this build (1 for the single-thread builds).
-          w.native = ptlBench(nativeBin, preset, w.threads, k, w.steps);
-          w.native128 = ptlBench(native128Bin, preset, w.threads, k, w.steps);
-          runs.get(build).push(w);
+      // Start and warm every build, then time them round by round (see the header).
+      const runs = new Map();
+      try {
+        for (const build of available) {
+          console.error(`bench/wasm.mjs: ${preset} ${env} ${build}: start and warm up`);
+          const h = env === "node" ? await nodeStart(build, preset) : await chromiumStart(build, preset);
+          runs.set(build, h);
+          const w = await warmUp(h.train, planOptions);
+          Object.assign(h, { warm: w.warm, losses: w.losses, steps: 0, round_ms: [],
+            segment: Math.min(maxSteps, Math.max(steps, Math.ceil(minS / w.est))) });
         }
-      }
-      let ref = null;
-      for (const build of available) {
-        const rs = runs.get(build);
-        const w = rs[0];
-        ref ??= w.losses;
-        const ms = median(rs.map((r) => r.ms));
-        const nat = median(rs.map((r) => r.native).filter((x) => x));
-        const nat128 = median(rs.map((r) => r.native128).filter((x) => x));
-        const n = Math.min(ref.length, w.losses.length);
-        const maxRel = Math.max(...w.losses.slice(0, n).map((l, i) => Math.abs(l - ref[i]) / Math.abs(ref[i])));
-        console.log(JSON.stringify({
-          preset, build, env, threads: w.threads,
-          ms_per_step: round(ms), tokens_per_s: Math.round((1000 * tokens) / ms),
-          native_ms_per_step: round(nat), native128_ms_per_step: round(nat128),
-          vs_native: nat ? round(nat / ms, 3) : null, vs_native128: nat128 ? round(nat128 / ms, 3) : null,
-          loss_match: maxRel, steps: w.steps, warmup_steps: w.warmup, rounds: rs.length,
-          round_ms: rs.map((r) => round(r.ms)), runtime: w.runtime ?? nodeRuntime, machine,
-        }));
+        // Native at the thread counts of the builds (1 for the single-thread ones), as long a
+        // run as the builds' segments at that count.
+        const natives = new Map();
+        for (const h of runs.values())
+          for (const [name, bin] of [["native", nativeBin], ["native128", native128Bin]]) {
+            const key = `${name} ${h.threads}`;
+            if (!fs.existsSync(bin)) console.error(`bench/wasm.mjs: ${bin} not built; its column is null`);
+            else if (!natives.has(key)) natives.set(key, { bin, threads: h.threads, segment: h.segment, round_ms: [] });
+          }
+        const jobs = [...runs.keys(), ...natives.keys()];
+        for (let k = 0; k < rounds; k++) {
+          const order = shuffle(jobs);
+          console.error(`bench/wasm.mjs: ${preset} ${env} round ${k + 1} of ${rounds}: ${order.join(", ")}`);
+          for (const job of order) {
+            if (natives.has(job)) {
+              const n = natives.get(job);
+              n.round_ms.push(ptlBench(n.bin, preset, n.threads, n.segment));
+              continue;
+            }
+            const h = runs.get(job);
+            const m = await h.train(h.segment);
+            h.steps += m.length;
+            h.losses.push(...m.map((x) => x.loss));
+            h.round_ms.push(median(m.map((x) => x.seconds * 1000)));
+          }
+        }
+        let ref = null;
+        for (const [build, h] of runs) {
+          ref ??= h.losses;
+          const ms = median(h.round_ms);
+          const nat = natives.has(`native ${h.threads}`) ? median(natives.get(`native ${h.threads}`).round_ms) : null;
+          const nat128 = natives.has(`native128 ${h.threads}`) ? median(natives.get(`native128 ${h.threads}`).round_ms) : null;
+          const n = Math.min(ref.length, h.losses.length);
+          const maxRel = Math.max(...h.losses.slice(0, n).map((l, i) => Math.abs(l - ref[i]) / Math.abs(ref[i])));
+          console.log(JSON.stringify({
+            preset, build, env, threads: h.threads,
+            ms_per_step: round(ms), tokens_per_s: Math.round((1000 * tokens) / ms),
+            native_ms_per_step: round(nat), native128_ms_per_step: round(nat128),
+            vs_native: nat ? round(nat / ms, 3) : null, vs_native128: nat128 ? round(nat128 / ms, 3) : null,
+            loss_match: maxRel, steps: h.steps, warmup_steps: h.warm, rounds: h.round_ms.length,
+            round_ms: h.round_ms.map((x) => round(x)), runtime: h.runtime, machine,
+          }));
+        }
+      } finally {
+        for (const h of runs.values()) await h.close();
       }
     }
   }
