@@ -14,11 +14,22 @@ if [[ "${PTL_BENCH_REALTIME:-1}" == 1 ]] && chrt -f 50 true 2>/dev/null; then RT
 OUT=docs/bench
 mkdir -p "$OUT"
 { date -u; uname -a; grep -m1 "model name" /proc/cpuinfo; nproc; uptime; echo "realtime: ${RT[*]:-no}"; } > "$OUT/machine.txt"
-# 1. ptl alone, 1 and 2 threads alternated (thread scaling), with the measured matmul peak and --ops.
+# 1. ptl alone, 1 and 2 threads (thread scaling), with the measured matmul peak and --ops. Preset
+#    by preset, the thread counts alternated round by round (1 2, 2 1, ...), so that a preset's
+#    1- and 2-thread runs are seconds apart: the host's slow spells last minutes.
 : > "$OUT/ptl_threads.jsonl"
 ROUNDS="${PTL_BENCH_ROUNDS:-2}"
-for ((round = 1; round <= ROUNDS; round++)); do
-  for t in 1 2; do "${RT[@]}" "$PTL" bench --json --ops --presets "$PRESETS,massive" --threads $t --steps 5 --warmup 2 >> "$OUT/ptl_threads.jsonl"; done
+# The matmul peak for MFU (ptl bench measures a 2048^3 product at 1 thread): the best of three.
+PEAK="$(for i in 1 2 3; do "${RT[@]}" "$PTL" bench --json --presets tiny --threads 1 --steps 1 --warmup 0; done |
+  /usr/bin/python3 -c 'import json,sys; print(max(json.loads(l)["peak_gflops"] for l in sys.stdin))')"
+IFS=, read -ra ALL <<< "$PRESETS,massive"
+for p in "${ALL[@]}"; do
+  for ((round = 1; round <= ROUNDS; round++)); do
+    order=(1 2); ((round % 2 == 0)) && order=(2 1)
+    for t in "${order[@]}"; do
+      "${RT[@]}" "$PTL" bench --json --ops --presets "$p" --threads $t --steps 5 --warmup 2 --peak-gflops "$PEAK" >> "$OUT/ptl_threads.jsonl"
+    done
+  done
 done
 # 2. ptl against PyTorch (OpenBLAS SkylakeX), A/B alternated, 1 and 2 threads.
 for t in 1 2; do

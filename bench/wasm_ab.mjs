@@ -4,7 +4,7 @@
 // "Compare variants inside one process, in random order").
 //
 //   node --no-experimental-fetch bench/wasm_ab.mjs --a DIR --b DIR [--preset tiny] [--variant simd-threads]
-//        [--threads 2] [--threads-b N] [--rounds 16] [--steps N] [--warmup-s 4]
+//        [--variant-b V] [--threads 2] [--threads-b N] [--rounds 16] [--steps N] [--warmup-s 4]
 //
 // DIR is a build directory as wasm/build.sh writes it (DIR/<variant>/ptl_engine.js); copy one
 // aside (cp -r build-wasm /tmp/before) before rebuilding. Each side gets its own module (its own
@@ -12,9 +12,10 @@
 // ../shared/data). After --warmup-s seconds of steps on both, every round trains --steps steps
 // (default 20 on Tiny, 5 otherwise) on each side, in a random order, with Engine.profile on.
 // Prints per side the median ms/step over all timed steps and the median per-op ms/step over
-// the rounds (largest six), one line each. --threads-b gives side B its own thread count: with
-// --a and --b the same build, that is each op's speed-up from more threads, measured in one
-// process (then the ratio per op, A over B, is printed as well).
+// the rounds (largest six), one line each. --variant-b and --threads-b give side B its own
+// variant and thread count: with --a and --b the same build, that is each op's speed-up from more
+// threads (or from one variant to another) measured in one process; the ratio per op, A over B,
+// is printed as well.
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -35,21 +36,22 @@ const preset = args.preset ?? "tiny";
 const variant = args.variant ?? "simd-threads";
 const threads = Number(args.threads ?? (variant.includes("threads") ? 2 : 1));
 const threadCounts = [threads, Number(args["threads-b"] ?? threads)];
+const variants = [variant, args["variant-b"] ?? variant];
 const rounds = Number(args.rounds ?? 16);
 const steps = Number(args.steps ?? (preset === "tiny" ? 20 : 5));
 const warmupS = Number(args["warmup-s"] ?? 4);
-for (const dir of [args.a, args.b])
-  if (!fs.existsSync(path.join(dir, variant, "ptl_engine.js"))) { console.error(`bench/wasm_ab.mjs: no ${variant} build in ${dir}`); process.exit(1); }
+for (const [i, dir] of [args.a, args.b].entries())
+  if (!fs.existsSync(path.join(dir, variants[i], "ptl_engine.js"))) { console.error(`bench/wasm_ab.mjs: no ${variants[i]} build in ${dir}`); process.exit(1); }
 const dataDir = process.env.PTL_DATA_DIR ?? path.join(ROOT, "..", "shared", "data");
 const corpus = fs.readFileSync(path.join(dataDir, "tinyshakespeare.txt"));
 const { loadModule, Engine } = await import(path.join(ROOT, "web", "dist", "engine", "index.js"));
 
 const sides = [];
 for (const [i, dir] of [args.a, args.b].entries()) {
-  const module = await loadModule({ buildDir: dir, variant, poolSize: threadCounts[i] });
+  const module = await loadModule({ buildDir: dir, variant: variants[i], poolSize: threadCounts[i] });
   const engine = await Engine.create({ preset, train: { steps: 1000000 } }, module);
   await engine.setCorpus(corpus);
-  sides.push({ dir, threads: threadCounts[i], module, engine, ms: [], ops: {} });
+  sides.push({ dir, variant: variants[i], threads: threadCounts[i], module, engine, ms: [], ops: {} });
 }
 const t0 = performance.now();
 while (performance.now() - t0 < warmupS * 1000) for (const s of sides) await s.engine.train(steps, { stepsPerChunk: steps });
@@ -66,12 +68,12 @@ for (let r = 0; r < rounds; r++) {
 const median = (xs) => { const a = [...xs].sort((x, y) => x - y); const n = a.length; return n % 2 ? a[(n - 1) / 2] : (a[n / 2 - 1] + a[n / 2]) / 2; };
 for (const s of sides) {
   const top = Object.entries(s.ops).map(([k, v]) => [k, median(v)]).sort((a, b) => b[1] - a[1]).slice(0, 6);
-  console.log(`${s.dir} ${variant} ${s.threads}t ${preset}: ${median(s.ms).toFixed(2)} ms/step | ${top.map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ")}`);
+  console.log(`${s.dir} ${s.variant} ${s.threads}t ${preset}: ${median(s.ms).toFixed(2)} ms/step | ${top.map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ")}`);
 }
-if (threadCounts[0] !== threadCounts[1]) {
+if (threadCounts[0] !== threadCounts[1] || variants[0] !== variants[1]) {
   const [a, b] = sides;
   const rows = Object.keys(a.ops).map((k) => [k, median(a.ops[k]), median(b.ops[k] ?? [NaN])]).sort((x, y) => y[1] - x[1]);
-  console.log(`per op, ms/step at ${a.threads}t / ${b.threads}t = ratio (step ${(median(a.ms) / median(b.ms)).toFixed(2)}x):`);
+  console.log(`per op, ms/step of ${a.variant} ${a.threads}t / ${b.variant} ${b.threads}t = ratio (step ${(median(a.ms) / median(b.ms)).toFixed(2)}x):`);
   for (const [k, x, y] of rows) console.log(`  ${k.padEnd(24)} ${x.toFixed(3).padStart(9)} ${y.toFixed(3).padStart(9)}  ${(x / y).toFixed(2)}x`);
 }
 for (const s of sides) { s.engine.dispose(); s.module.terminate(); }
