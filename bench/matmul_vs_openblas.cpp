@@ -3,7 +3,7 @@
 // For every preset and every linear layer shape (q/k/v/o, fc_in, fc_out, the tied logits) it
 // times the three products of a linear layer, forward y = x W^T, dx = dy W and dW = dy^T x, with
 // ptl::cpu::linear_forward / linear_backward and with cblas_sgemm (the same row-major operands,
-// transposes by flags). Alternating A B per repetition; the median of --reps is reported. Same
+// transposes by flags), both into one output buffer. Alternating A B per repetition; the median of --reps is reported. Same
 // thread count on both sides. One JSON object per shape and product.
 #include <cblas.h>
 
@@ -82,28 +82,31 @@ int main(int argc, char** argv) {
     for (const auto& s : shapes) {
         const int64_t M = s.M, N = s.N, K = s.K;
         const auto x = fill(M * K, 1), W = fill(N * K, 2), dy = fill(M * N, 3);
-        std::vector<float> y1(M * N), y2(M * N), dx1(M * K), dx2(M * K), dW1(N * K), dW2(N * K);
         const char* names[3] = {"forward", "dx", "dW"};
         for (int which = 0; which < 3; which++) {
+            // Both write the same buffer: where an output lands relative to the inputs (cache
+            // sets, 4 KB aliasing) moved one side's time by up to 10% (docs/lessons.md).
+            std::vector<float> out(size_t(which == 0 ? M * N : which == 1 ? M * K : N * K));
+            float* c = out.data();
             auto ours = [&] {
-                if (which == 0) ptl::cpu::linear_forward(y1.data(), x.data(), W.data(), nullptr, M, N, K);
-                if (which == 1) ptl::cpu::linear_backward(dx1.data(), false, nullptr, false, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
-                if (which == 2) ptl::cpu::linear_backward(nullptr, false, dW1.data(), false, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
+                if (which == 0) ptl::cpu::linear_forward(c, x.data(), W.data(), nullptr, M, N, K);
+                if (which == 1) ptl::cpu::linear_backward(c, false, nullptr, false, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
+                if (which == 2) ptl::cpu::linear_backward(nullptr, false, c, false, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
             };
             auto blas = [&] {
-                if (which == 0) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x.data(), K, W.data(), K, 0.0f, y2.data(), N);
-                if (which == 1) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy.data(), N, W.data(), K, 0.0f, dx2.data(), K);
-                if (which == 2) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dy.data(), N, x.data(), K, 0.0f, dW2.data(), K);
+                if (which == 0) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x.data(), K, W.data(), K, 0.0f, c, N);
+                if (which == 1) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy.data(), N, W.data(), K, 0.0f, c, K);
+                if (which == 2) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dy.data(), N, x.data(), K, 0.0f, c, K);
             };
             ours();
+            const std::vector<float> o = out;
             blas();
+            const std::vector<float> e = out;
             std::vector<double> ta, tb;
             for (int r = 0; r < reps; r++) {
                 if (r % 2 == 0) { ta.push_back(time_it(ours)); tb.push_back(time_it(blas)); }
                 else { tb.push_back(time_it(blas)); ta.push_back(time_it(ours)); }
             }
-            const auto& o = which == 0 ? y1 : which == 1 ? dx1 : dW1;
-            const auto& e = which == 0 ? y2 : which == 1 ? dx2 : dW2;
             double err = 0, ref = 0;
             for (size_t i = 0; i < o.size(); i++) {
                 err = std::max(err, double(std::fabs(o[i] - e[i])));
