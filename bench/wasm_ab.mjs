@@ -14,8 +14,8 @@
 // Prints per side the median ms/step over all timed steps and the median per-op ms/step over
 // the rounds (largest six), one line each. --variant-b and --threads-b give side B its own
 // variant and thread count: with --a and --b the same build, that is each op's speed-up from more
-// threads (or from one variant to another) measured in one process; the ratio per op, A over B,
-// is printed as well.
+// threads (or from one variant to another) measured in one process. Then every op's ms/step on
+// both sides and their ratio, A over B.
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -70,7 +70,7 @@ for (const s of sides) {
   const top = Object.entries(s.ops).map(([k, v]) => [k, median(v)]).sort((a, b) => b[1] - a[1]).slice(0, 6);
   console.log(`${s.dir} ${s.variant} ${s.threads}t ${preset}: ${median(s.ms).toFixed(2)} ms/step | ${top.map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ")}`);
 }
-if (threadCounts[0] !== threadCounts[1] || variants[0] !== variants[1]) {
+{
   const [a, b] = sides;
   const rows = Object.keys(a.ops).map((k) => [k, median(a.ops[k]), median(b.ops[k] ?? [NaN])]).sort((x, y) => y[1] - x[1]);
   console.log(`per op, ms/step of ${a.variant} ${a.threads}t / ${b.variant} ${b.threads}t = ratio (step ${(median(a.ms) / median(b.ms)).toFixed(2)}x):`);

@@ -215,7 +215,7 @@ void Executor::run_op(const Op& op) {
                                               std::to_string(ctx));
       const int32_t* tokens = in_i(0);
       for (int64_t i = 0; i < B * T; ++i)
-        check(tokens[i] >= 0 && tokens[i] < V, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
+        if (tokens[i] < 0 || tokens[i] >= V) fail("token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
       embedding_forward(out_f(0), tokens, in_f(1), in_f(2), B, T, C, pos0);
       break;
     }
@@ -291,7 +291,7 @@ void Executor::run_op(const Op& op) {
       const auto& s = shape(op.inputs[0]);
       const int32_t* targets = in_i(1);
       for (int64_t i = 0; i < s[0]; ++i)
-        check(targets[i] >= 0 && targets[i] < s[1], "target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+        if (targets[i] < 0 || targets[i] >= s[1]) fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
       cross_entropy_forward(out_f(0), out_f(1), in_f(0), targets, in_f(2), s[0], s[1]);
       break;
     }
