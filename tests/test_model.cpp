@@ -95,6 +95,22 @@ TEST(Model, ProgramSerialisesAndRunsTheSameFromJson) {
   EXPECT_EQ(j["tensors"][0]["kind"], "parameter");
 }
 
+// The executor checks token and target ids before it reads a row with them (and builds the
+// message only for the id that is wrong: it used to build it for every token).
+TEST(Model, TokenOrTargetOutsideTheVocabularyIsAnError) {
+  Trainer tr(tiny(), train_config(2));
+  for (const bool bad_target : {false, true}) {
+    Batch b = random_batch(2, 32, 5);
+    (bad_target ? b.targets : b.inputs)[37] = bad_target ? 256 : -3;
+    try {
+      compute_gradients(tr, b);
+      FAIL() << "no error for a " << (bad_target ? "target" : "token") << " outside the vocabulary";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(), bad_target ? "target id 256 is outside the vocabulary" : "token id -3 is outside the vocabulary");
+    }
+  }
+}
+
 TEST(Model, UntrainedLossIsNearLog256) {
   Trainer tr(tiny(), train_config(4));
   const double loss = tr.batch_loss(random_batch(4, 32, 3));
