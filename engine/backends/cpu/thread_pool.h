@@ -63,7 +63,7 @@ void parallel_ranges(int64_t n, int64_t grain, F&& f) {
 
 // A grain for parallel_ranges over n items costing roughly `cost` each (in simple flops): about
 // 4 tasks per thread, but no task smaller than ~16k flops, where scheduling would cost more
-// than it saves.
+// than it saves, and a whole number of tasks per thread where that makes fewer.
 int64_t grain_for(int64_t n, int64_t cost = 1);
 
 }  // namespace ptl::cpu
