@@ -9,27 +9,28 @@ using simd::kW;
 using simd::vf;
 
 void pack_b(float* dst, const float* src, int64_t s_p, int64_t s_j, int64_t P, int64_t J, int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; q++) {
-        float* d = dst + q * P * kCols;
-        const int64_t j0 = q * kCols, n = std::min(kCols, J - j0);
-        if (s_j == 1) {
-            // B rows are contiguous: copy kCols floats per row.
-            for (int64_t p = 0; p < P; p++) {
-                const float* s = src + p * s_p + j0;
-                float* o = d + p * kCols;
-                for (int64_t j = 0; j < n; j++) o[j] = s[j];
-                for (int64_t j = n; j < kCols; j++) o[j] = 0.0f;
+    for (int64_t q = q0; q < q1; q++) pack_panel(dst + q * P * kCols, src, s_p, s_j, P, J, q);
+}
+
+void pack_panel(float* d, const float* src, int64_t s_p, int64_t s_j, int64_t P, int64_t J, int64_t q) {
+    const int64_t j0 = q * kCols, n = std::min(kCols, J - j0);
+    if (s_j == 1) {
+        // B rows are contiguous: copy kCols floats per row.
+        for (int64_t p = 0; p < P; p++) {
+            const float* s = src + p * s_p + j0;
+            float* o = d + p * kCols;
+            for (int64_t j = 0; j < n; j++) o[j] = s[j];
+            for (int64_t j = n; j < kCols; j++) o[j] = 0.0f;
+        }
+    } else {
+        // B columns are contiguous (B is a transposed matrix): read along p, write strided.
+        for (int64_t j = 0; j < kCols; j++) {
+            if (j >= n) {
+                for (int64_t p = 0; p < P; p++) d[p * kCols + j] = 0.0f;
+                continue;
             }
-        } else {
-            // B columns are contiguous (B is a transposed matrix): read along p, write strided.
-            for (int64_t j = 0; j < kCols; j++) {
-                if (j >= n) {
-                    for (int64_t p = 0; p < P; p++) d[p * kCols + j] = 0.0f;
-                    continue;
-                }
-                const float* s = src + (j0 + j) * s_j;
-                for (int64_t p = 0; p < P; p++) d[p * kCols + j] = s[p * s_p];
-            }
+            const float* s = src + (j0 + j) * s_j;
+            for (int64_t p = 0; p < P; p++) d[p * kCols + j] = s[p * s_p];
         }
     }
 }

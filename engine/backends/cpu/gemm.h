@@ -46,6 +46,8 @@ inline size_t packed_floats(int64_t P, int64_t J) { return size_t(P) * size_t(pa
 // Packs B(p, j) = src[p * s_p + j * s_j] (p < P, j < J) into panels at dst
 // (packed_floats(P, J) floats). Panels [q0, q1) only, so several threads can share the work.
 void pack_b(float* dst, const float* src, int64_t s_p, int64_t s_j, int64_t P, int64_t J, int64_t q0, int64_t q1);
+// Panel q alone, to d (P x kCols floats).
+void pack_panel(float* d, const float* src, int64_t s_p, int64_t s_j, int64_t P, int64_t J, int64_t q);
 inline void pack_b(float* dst, const float* src, int64_t s_p, int64_t s_j, int64_t P, int64_t J) {
     pack_b(dst, src, s_p, s_j, P, J, 0, panels(J));
 }

@@ -96,6 +96,15 @@ struct Product {
     // boundaries, do not hide (Huge's fc_in dW at one thread, randomised-order A/B against
     // OpenBLAS: 0.90-0.91 -> 0.92-0.98 over three runs; Massive's fc_in 0.83-0.93 -> 0.86-0.94).
     float* a_strips = nullptr;
+    // A chunk-outer product with one row block and B packed (dW of the fc_out layers: B = x,
+    // rows of 4 KB or more) packs each task's panel of its chunk, 256 rows x kCols, in the task
+    // itself, into a buffer that stays in L1 while the tiles read it. Every such piece is used
+    // by exactly one task, so nothing is packed twice; a packing pass of its own would instead
+    // send all of x (Huge: 8 MB) through memory twice more, once to write the packed copy and
+    // once to read it back (Huge's fc_out dW at one thread, randomised-order A/B against
+    // OpenBLAS, one output buffer, two runs of 31: 0.91 -> 0.99 both times; XL's 0.91 / 0.95 ->
+    // 0.99 / 0.98; Massive's 0.92 -> 0.96 / 0.97; same floats).
+    bool pack_in_task = false;
 
     // Each tile sums over all of p in one pass, which only a product that is never split over
     // p (see partial) may do: forward and dx. Summed in chunks of kChunkP instead, a chunk of
@@ -122,7 +131,7 @@ struct Product {
     int64_t all_chunks() const { return (P + kChunkP - 1) / kChunkP; }
     int64_t chunks() const { return split_p() ? all_chunks() : 1; }
     int64_t tasks() const { return chunks() * (a_columns ? 1 : panels()) * row_blocks(); }
-    int64_t pack_tasks() const { return direct_b ? 0 : panels(); }
+    int64_t pack_tasks() const { return direct_b || pack_in_task ? 0 : panels(); }
     // Multiply-adds of one task: a row block (a_columns) or a tile, over one chunk or all of p.
     int64_t task_work() const { return block_rows * (a_columns ? J : gemm::kCols) * (split_p() ? std::min(P, kChunkP) : P); }
     void pack(int64_t t) const { gemm::pack_b(packed, src, s_p, s_j, P, J, t, t + 1); }
@@ -193,9 +202,17 @@ struct Product {
         const int64_t ldb = direct_b ? s_p : gemm::kCols;
         const int64_t cols = std::min(gemm::kCols, J - j0), rows = std::min(block_rows, I - i0);
         if (split_p()) {
-            const int64_t p0 = c * kChunkP;
+            const int64_t p0 = c * kChunkP, np = std::min(kChunkP, P - p0);
+            if (pack_in_task) {
+                thread_local std::vector<float> chunk_panel;
+                float* buf = gemm::scratch(chunk_panel, size_t(kChunkP * gemm::kCols));
+                gemm::pack_panel(buf, src + p0 * s_p, s_p, s_j, np, J, q);
+                gemm::gemm_panel(chunk_out(c) + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, buf, gemm::kCols, np, cols,
+                                 rows, chunk_store(c), c == 0 && bias ? bias + j0 : nullptr);
+                return;
+            }
             gemm::gemm_panel(chunk_out(c) + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
-                             std::min(kChunkP, P - p0), cols, rows, chunk_store(c), c == 0 && bias ? bias + j0 : nullptr);
+                             np, cols, rows, chunk_store(c), c == 0 && bias ? bias + j0 : nullptr);
             return;
         }
         // The sum over p in chunks (see whole_p). The first chunk writes C (with the bias), the
@@ -248,13 +265,14 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
     // A panel of the rows a task sums over that does not fit in L1 is packed too (see direct_b).
     p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p) && (p.s_p * 4 < 4096 || p.partial) &&
                  size_t(rows_of_b * gemm::kCols) * sizeof(float) <= kL1Bytes;
-    if (!p.direct_b) p.packed = gemm::scratch(b_buf, gemm::packed_floats(p.P, p.J));
     // Chunk after chunk, C's tiles pass through L2 as well, once per chunk, and evict B: there
     // the tall blocks pay from a chunk of B of half of L2 (Huge's fc_out dW, B chunk 1 MB, at
     // one thread: 0.87 -> 0.93 of OpenBLAS; products summed in one pass with exactly 1 MB of B
     // lost 1-3% with tall blocks).
     const size_t tall_from = p.chunk_outer ? size_t(1) << 19 : size_t(1) << 20;
     if (!p.a_columns && gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > tall_from) p.block_rows = 8 * kBlockRows;
+    if (!p.direct_b && p.chunk_outer && !p.a_columns && p.row_blocks() == 1) p.pack_in_task = true;
+    if (!p.direct_b && !p.pack_in_task) p.packed = gemm::scratch(b_buf, gemm::packed_floats(p.P, p.J));
 }
 
 // Work (multiply-adds or copies) below which a task is not worth a claim of its own.
