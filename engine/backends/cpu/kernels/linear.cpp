@@ -96,14 +96,16 @@ struct Product {
     // boundaries, do not hide (Huge's fc_in dW at one thread, randomised-order A/B against
     // OpenBLAS: 0.90-0.91 -> 0.92-0.98 over three runs; Massive's fc_in 0.83-0.93 -> 0.86-0.94).
     float* a_strips = nullptr;
-    // A chunk-outer product with one row block and B packed (dW of the fc_out layers: B = x,
-    // rows of 4 KB or more) packs each task's panel of its chunk, 256 rows x kCols, in the task
-    // itself, into a buffer that stays in L1 while the tiles read it. Every such piece is used
-    // by exactly one task, so nothing is packed twice; a packing pass of its own would instead
-    // send all of x (Huge: 8 MB) through memory twice more, once to write the packed copy and
-    // once to read it back (Huge's fc_out dW at one thread, randomised-order A/B against
-    // OpenBLAS, one output buffer, two runs of 31: 0.91 -> 0.99 both times; XL's 0.91 / 0.95 ->
-    // 0.99 / 0.98; Massive's 0.92 -> 0.96 / 0.97; same floats).
+    // A product split over p with one row block and a B that is not read in place (dW of the
+    // fc_out layers: B = x, rows of 4 KB or more) packs each task's panel of its chunk, 256 rows
+    // x kCols, in the task itself, into a buffer that stays in L1 while the tiles read it.
+    // Every such piece is used by exactly one task, so nothing is packed twice; a packing pass
+    // of its own would instead send all of x (Huge: 8 MB) through memory twice more, once to
+    // write the packed copy and once to read it back. Randomised-order A/B against OpenBLAS,
+    // one output buffer (bench/linear_ab), two runs of 31 each: one thread (chunk after chunk),
+    // Huge's fc_out dW 0.91 -> 0.99 of OpenBLAS both times, XL's 0.91 / 0.95 -> 0.99 / 0.98,
+    // Massive's 0.92 -> 0.96 / 0.97; two threads (partials, where Massive's x was read in
+    // place), Massive's fc_out dW 5-8% faster, XL's and Huge's no change. The same floats.
     bool pack_in_task = false;
 
     // Each tile sums over all of p in one pass, which only a product that is never split over
@@ -258,20 +260,26 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
         p.a_strips = gemm::scratch(*a_buf, size_t((p.I + gemm::kRows - 1) / gemm::kRows * gemm::kRows * kChunkP));
     // A task of a product split over p reads only its chunk of B.
     const int64_t rows_of_b = p.split_p() ? std::min(p.P, kChunkP) : p.P;
-    // B rows a page or more apart (see direct_b) are packed, except for a product with partials:
-    // there each task reads its chunk of B once, and the packing pass, which reads B in the
-    // same page-crossing order and hands half the panels to the other core, cost more than it
-    // saved (Massive at 2 threads: linear_backward 268 ms in place, 287 ms packed, medians of 3).
-    // A panel of the rows a task sums over that does not fit in L1 is packed too (see direct_b).
-    p.direct_b = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p) && (p.s_p * 4 < 4096 || p.partial) &&
-                 size_t(rows_of_b * gemm::kCols) * sizeof(float) <= kL1Bytes;
+    // B rows a page or more apart (see direct_b) are packed, except for a product with partials
+    // and several row blocks: there each task reads its chunk of B once, and the packing pass,
+    // which reads B in the same page-crossing order and hands half the panels to the other core,
+    // cost more than it saved (Massive at 2 threads: linear_backward 268 ms in place, 287 ms
+    // packed, medians of 3; before pack_in_task). A panel of the rows a task sums over that does
+    // not fit in L1 is packed too (see direct_b).
+    const bool row_major = p.s_j == 1 && p.J % gemm::kCols == 0 && !aliasing(p.s_p);
+    const bool fits_l1 = size_t(rows_of_b * gemm::kCols) * sizeof(float) <= kL1Bytes;
+    const bool b_in_place = row_major && p.s_p * 4 < 4096 && fits_l1;
+    p.direct_b = b_in_place || (row_major && p.partial && fits_l1);
     // Chunk after chunk, C's tiles pass through L2 as well, once per chunk, and evict B: there
     // the tall blocks pay from a chunk of B of half of L2 (Huge's fc_out dW, B chunk 1 MB, at
     // one thread: 0.87 -> 0.93 of OpenBLAS; products summed in one pass with exactly 1 MB of B
     // lost 1-3% with tall blocks).
     const size_t tall_from = p.chunk_outer ? size_t(1) << 19 : size_t(1) << 20;
     if (!p.a_columns && gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > tall_from) p.block_rows = 8 * kBlockRows;
-    if (!p.direct_b && p.chunk_outer && !p.a_columns && p.row_blocks() == 1) p.pack_in_task = true;
+    if (!b_in_place && p.split_p() && !p.a_columns && p.row_blocks() == 1) {
+        p.pack_in_task = true;
+        p.direct_b = false;
+    }
     if (!p.direct_b && !p.pack_in_task) p.packed = gemm::scratch(b_buf, gemm::packed_floats(p.P, p.J));
 }
 
