@@ -200,7 +200,7 @@ struct Product {
         const int64_t rb = t / panels(), q = t % panels(), i0 = rb * block_rows, j0 = q * gemm::kCols;
         const float* a = A + i0 * a_i;
         const int64_t ai = a_i, ap = a_p;
-        const float* bp = direct_b ? src + j0 : gemm::panel(packed, P, q);
+        const float* bp = direct_b ? src + j0 : packed ? gemm::panel(packed, P, q) : nullptr;  // null: pack_in_task
         const int64_t ldb = direct_b ? s_p : gemm::kCols;
         const int64_t cols = std::min(gemm::kCols, J - j0), rows = std::min(block_rows, I - i0);
         if (split_p()) {
