@@ -726,10 +726,10 @@ TEST(Linear, ProductsWithALargeBMatchReference) {
 // after chunk on one). Three layers: a wide one, whose dy rows are 4 KB or more apart (rows of
 // dy^T copied into strips: inside each task on 2 threads, a chunk at a time on one), and two
 // narrow ones (dy read in place), the second with a chunk of x over 512 KB (tall row blocks on
-// one thread, each task packing its own panel of the chunk). Each against double sums on 1 and 2 threads, with ragged edges everywhere (1030
-// rows of dW: not a multiple of the 48-row block or the 12-row strip; 600 tokens: two whole
-// chunks and part of a third; 45, 70 and 600 columns: part of a panel), and bitwise the same on
-// 1 and 2 threads.
+// one thread, each task packing its own panel of the chunk). Each against double sums on 1 and
+// 2 threads, with ragged edges everywhere (1030 rows of dW: not a multiple of the 48-row block or
+// the 12-row strip; 600 tokens: two whole chunks and part of a third; 45, 70 and 600 columns:
+// part of a panel), and bitwise the same on 1 and 2 threads.
 TEST(Linear, WeightGradientOverManyTokensMatchesReference) {
     struct Shape { int64_t M, N, K; };
     for (const Shape sh : {Shape{600, 1030, 45}, Shape{600, 40, 70}, Shape{600, 40, 600}}) {

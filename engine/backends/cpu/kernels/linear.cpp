@@ -205,16 +205,15 @@ struct Product {
         const int64_t cols = std::min(gemm::kCols, J - j0), rows = std::min(block_rows, I - i0);
         if (split_p()) {
             const int64_t p0 = c * kChunkP, np = std::min(kChunkP, P - p0);
+            const float* b = pack_in_task ? nullptr : bp + p0 * ldb;
             if (pack_in_task) {
                 thread_local std::vector<float> chunk_panel;
                 float* buf = gemm::scratch(chunk_panel, size_t(kChunkP * gemm::kCols));
                 gemm::pack_panel(buf, src + p0 * s_p, s_p, s_j, np, J, q);
-                gemm::gemm_panel(chunk_out(c) + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, buf, gemm::kCols, np, cols,
-                                 rows, chunk_store(c), c == 0 && bias ? bias + j0 : nullptr);
-                return;
+                b = buf;
             }
-            gemm::gemm_panel(chunk_out(c) + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
-                             np, cols, rows, chunk_store(c), c == 0 && bias ? bias + j0 : nullptr);
+            gemm::gemm_panel(chunk_out(c) + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, b, ldb, np, cols, rows,
+                             chunk_store(c), c == 0 && bias ? bias + j0 : nullptr);
             return;
         }
         // The sum over p in chunks (see whole_p). The first chunk writes C (with the bias), the
