@@ -729,19 +729,29 @@ TEST(Linear, ProductsWithALargeBMatchReference) {
 // one thread, each task packing its own panel of the chunk). Each against double sums on 1 and
 // 2 threads, with ragged edges everywhere (1030 rows of dW: not a multiple of the 48-row block or
 // the 12-row strip; 600 tokens: two whole chunks and part of a third; 45, 70 and 600 columns:
-// part of a panel), and bitwise the same on 1 and 2 threads.
+// part of a panel), and bitwise the same on 1 and 2 threads. db too: its column sums run in the
+// same 256-token chunks and in 64-column blocks, both ragged here.
 TEST(Linear, WeightGradientOverManyTokensMatchesReference) {
     struct Shape { int64_t M, N, K; };
     for (const Shape sh : {Shape{600, 1030, 45}, Shape{600, 40, 70}, Shape{600, 40, 600}}) {
         const int64_t M = sh.M, N = sh.N, K = sh.K;
         const Vec x = randn(M * K, 230), W = randn(N * K, 231), dy = randn(M * N, 232), prev = randn(N * K, 233);
+        const Vec prev_b = randn(N, 234);
         const int before = ptl::cpu::num_threads();
-        std::vector<Vec> results;
+        std::vector<Vec> results, db_results;
         for (int threads : {1, 2}) {
             ptl::cpu::set_num_threads(threads);
             for (bool acc : {false, true}) {
-                Vec dW = prev;
-                linear_backward(nullptr, false, dW.data(), acc, nullptr, false, dy.data(), x.data(), W.data(), M, N, K);
+                Vec dW = prev, db = prev_b;
+                linear_backward(nullptr, false, dW.data(), acc, db.data(), acc, dy.data(), x.data(), W.data(), M, N, K);
+                // db: column sums over the same 600 tokens (chunks of 256, 64-column blocks, both ragged).
+                for (int64_t n = 0; n < N; n++) {
+                    double s = acc ? prev_b[n] : 0.0;
+                    for (int64_t m = 0; m < M; m++) s += dy[m * N + n];
+                    ASSERT_NEAR(db[n], s, 2e-6 * (1.0 + std::fabs(s)) * std::sqrt(double(M)))
+                        << "db N=" << N << " threads=" << threads << " acc=" << acc << " n=" << n;
+                }
+                db_results.push_back(db);
                 for (int64_t n = 0; n < N; n++)
                     for (int64_t k = 0; k < K; k++) {
                         double s = acc ? prev[n * K + k] : 0.0;
@@ -755,6 +765,8 @@ TEST(Linear, WeightGradientOverManyTokensMatchesReference) {
         ptl::cpu::set_num_threads(before);
         EXPECT_EQ(0, std::memcmp(results[0].data(), results[2].data(), results[0].size() * sizeof(float))) << "N=" << N;
         EXPECT_EQ(0, std::memcmp(results[1].data(), results[3].data(), results[1].size() * sizeof(float))) << "N=" << N;
+        EXPECT_EQ(0, std::memcmp(db_results[0].data(), db_results[2].data(), size_t(N) * sizeof(float))) << "db N=" << N;
+        EXPECT_EQ(0, std::memcmp(db_results[1].data(), db_results[3].data(), size_t(N) * sizeof(float))) << "db N=" << N;
     }
 }
 
