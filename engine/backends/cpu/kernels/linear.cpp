@@ -34,6 +34,8 @@ constexpr int64_t kBlockRows = 4 * gemm::kRows;
 constexpr int64_t kChunkP = 256;
 // L1 data cache per core of the machines we measure on (AMD Zen 5).
 constexpr size_t kL1Bytes = 48 << 10;
+// L2 per core (1 MB).
+constexpr size_t kL2Bytes = size_t(1) << 20;
 
 // One product C = A B (B given as src with strides s_p, s_j), described for task splitting.
 struct Product {
@@ -88,6 +90,15 @@ struct Product {
     // 0.77 -> 0.87 of OpenBLAS in one run and 0.93 both ways in the next, q/k/v/o 0.99-1.00
     // -> 1.03.)
     bool chunk_outer = false;
+    // At several threads, a product that would have partials larger than L2 (the fc_out weight
+    // gradients from XL up: 3-7 MB of partials for a 1-2 MB dW) is split by C's columns instead:
+    // each task, one panel of C, adds the chunks to it one after another, as chunk_outer does
+    // on one thread, so no partials are written or read back (the same floats again). Each
+    // thread then reads all the tokens of its panels rather than only its own, which costs
+    // less here than the partials' round trip through memory (bench/linear_ab at 2 threads,
+    // two runs: fc_out dW of XL 0.88 / 0.95 -> 1.09 / 1.04 of OpenBLAS, Huge 0.80 / 0.76 ->
+    // 0.90 / 0.96, Massive 0.89 / 0.86 -> 0.98 / 1.05).
+    bool chunk_inner = false;
     // A chunk-outer product with a_columns packs all of a chunk's strips at once, in the chunk's
     // first task (one thread runs the tasks in order): into a_strips, strip s (rows [s kRows,
     // (s + 1) kRows) of C) at s kRows kChunkP. That pass reads dy's rows whole, front to back,
@@ -130,6 +141,8 @@ struct Product {
     int64_t panels() const { return gemm::panels(J); }
     int64_t row_blocks() const { return (I + block_rows - 1) / block_rows; }
     bool split_p() const { return partial || chunk_outer; }
+    // Summed chunk by chunk, by one task per chunk or by every task over all of them.
+    bool by_chunk() const { return split_p() || chunk_inner; }
     int64_t all_chunks() const { return (P + kChunkP - 1) / kChunkP; }
     int64_t chunks() const { return split_p() ? all_chunks() : 1; }
     int64_t tasks() const { return chunks() * (a_columns ? 1 : panels()) * row_blocks(); }
@@ -203,17 +216,19 @@ struct Product {
         const float* bp = direct_b ? src + j0 : packed ? gemm::panel(packed, P, q) : nullptr;  // null: pack_in_task
         const int64_t ldb = direct_b ? s_p : gemm::kCols;
         const int64_t cols = std::min(gemm::kCols, J - j0), rows = std::min(block_rows, I - i0);
-        if (split_p()) {
-            const int64_t p0 = c * kChunkP, np = std::min(kChunkP, P - p0);
-            const float* b = pack_in_task ? nullptr : bp + p0 * ldb;
-            if (pack_in_task) {
-                thread_local std::vector<float> chunk_panel;
-                float* buf = gemm::scratch(chunk_panel, size_t(kChunkP * gemm::kCols));
-                gemm::pack_panel(buf, src + p0 * s_p, s_p, s_j, np, J, q);
-                b = buf;
+        if (by_chunk()) {
+            for (int64_t cc = chunk_inner ? 0 : c; cc < (chunk_inner ? all_chunks() : c + 1); cc++) {
+                const int64_t p0 = cc * kChunkP, np = std::min(kChunkP, P - p0);
+                const float* b = pack_in_task ? nullptr : bp + p0 * ldb;
+                if (pack_in_task) {
+                    thread_local std::vector<float> chunk_panel;
+                    float* buf = gemm::scratch(chunk_panel, size_t(kChunkP * gemm::kCols));
+                    gemm::pack_panel(buf, src + p0 * s_p, s_p, s_j, np, J, q);
+                    b = buf;
+                }
+                gemm::gemm_panel(chunk_out(cc) + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, b, ldb, np, cols, rows,
+                                 chunk_store(cc), cc == 0 && bias ? bias + j0 : nullptr);
             }
-            gemm::gemm_panel(chunk_out(c) + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, b, ldb, np, cols, rows,
-                             chunk_store(c), c == 0 && bias ? bias + j0 : nullptr);
             return;
         }
         // The sum over p in chunks (see whole_p). The first chunk writes C (with the bias), the
@@ -251,14 +266,17 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
     p.whole_p = !p_buf;
     // Only worth it with several threads and several chunks; with one thread the partials would
     // be pure overhead (and the result is the same either way).
-    if (p_buf && num_threads() > 1 && p.P > kChunkP && p.ldc == p.J)
-        p.partial = gemm::scratch(*p_buf, size_t((p.P - 1) / kChunkP * p.I * p.ldc));
+    const size_t partial_floats = size_t((p.P - 1) / kChunkP * p.I * p.ldc);
+    if (p_buf && num_threads() > 1 && p.P > kChunkP && !p.a_columns && partial_floats * sizeof(float) > kL2Bytes)
+        p.chunk_inner = true;
+    else if (p_buf && num_threads() > 1 && p.P > kChunkP && p.ldc == p.J)
+        p.partial = gemm::scratch(*p_buf, partial_floats);
     else if (p_buf && num_threads() == 1 && p.P > kChunkP)
         p.chunk_outer = true;
     if (p.chunk_outer && p.a_columns && a_buf)
         p.a_strips = gemm::scratch(*a_buf, size_t((p.I + gemm::kRows - 1) / gemm::kRows * gemm::kRows * kChunkP));
     // A task of a product split over p reads only its chunk of B.
-    const int64_t rows_of_b = p.split_p() ? std::min(p.P, kChunkP) : p.P;
+    const int64_t rows_of_b = p.by_chunk() ? std::min(p.P, kChunkP) : p.P;
     // B rows a page or more apart (see direct_b) are packed, except for a product with partials
     // and several row blocks: there each task reads its chunk of B once, and the packing pass,
     // which reads B in the same page-crossing order and hands half the panels to the other core,
@@ -273,9 +291,9 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
     // the tall blocks pay from a chunk of B of half of L2 (Huge's fc_out dW, B chunk 1 MB, at
     // one thread: 0.87 -> 0.93 of OpenBLAS; products summed in one pass with exactly 1 MB of B
     // lost 1-3% with tall blocks).
-    const size_t tall_from = p.chunk_outer ? size_t(1) << 19 : size_t(1) << 20;
+    const size_t tall_from = p.chunk_outer || p.chunk_inner ? kL2Bytes / 2 : kL2Bytes;
     if (!p.a_columns && gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > tall_from) p.block_rows = 8 * kBlockRows;
-    if (!b_in_place && p.split_p() && !p.a_columns && p.row_blocks() == 1) {
+    if (!b_in_place && p.by_chunk() && !p.a_columns && p.row_blocks() == 1) {
         p.pack_in_task = true;
         p.direct_b = false;
     }
