@@ -90,8 +90,9 @@ struct Product {
     // 0.77 -> 0.87 of OpenBLAS in one run and 0.93 both ways in the next, q/k/v/o 0.99-1.00
     // -> 1.03.)
     bool chunk_outer = false;
-    // At several threads, a product that would have partials larger than L2 (the fc_out weight
-    // gradients from XL up: 3-7 MB of partials for a 1-2 MB dW) is split by C's columns instead:
+    // At several threads, a product that would have partials larger than L2 (dW of the fc
+    // layers from Medium up whose dy is read in place, and of Huge's and Massive's q/k/v/o and
+    // logits: 1.1-7 MB of partials) is split by C's columns instead:
     // each task, one panel of C, adds the chunks to it one after another, as chunk_outer does
     // on one thread, so no partials are written or read back (the same floats again). Each
     // thread then reads all the tokens of its panels rather than only its own, which costs
