@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/burst_time.h"
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/config.h"
@@ -107,21 +108,13 @@ int main(int argc, char** argv) {
             for (int r = 0; r < reps; r++) {
                 std::shuffle(order, order + 3, rng);
                 for (int v : order) {
-                    if (threads == 1) {
-                        const double t0 = now();
-                        run(v);
-                        t[v].push_back(now() - t0);
+                    if (threads > 1) {  // in bursts (bench/burst_time.h)
+                        t[v].push_back(bench::burst_seconds_per_call([&] { run(v); }));
                         continue;
                     }
-                    // More threads: as in bench/matmul_vs_openblas.cpp, 2 ms of untimed calls
-                    // (this side's workers awake, the others' idle ones gone to sleep), then the
-                    // mean of calls back to back over at least 10 ms.
-                    const double w0 = now();
-                    do run(v); while (now() - w0 < 0.002);
-                    int n = 0;
                     const double t0 = now();
-                    do { run(v); n++; } while (now() - t0 < 0.01);
-                    t[v].push_back((now() - t0) / n);
+                    run(v);
+                    t[v].push_back(now() - t0);
                 }
             }
             const double blas = median(t[2]), r_old = blas / median(t[0]), r_new = blas / median(t[1]);

@@ -5,16 +5,7 @@
 // ptl::cpu::linear_forward / linear_backward and with cblas_sgemm (the same row-major operands,
 // transposes by flags), both into one output buffer. Alternating A B per repetition; the median of --reps is reported. Same
 // thread count on both sides. One JSON object per shape and product.
-//
-// With more than one thread, each side is timed as products run inside a training step: calls
-// back to back, after 2 ms of untimed calls. Those wake this library's workers and outlast the
-// other library's idle workers, which spin on after its calls (ours for 300 us, OpenBLAS's for
-// 2^OPENBLAS_THREAD_TIMEOUT cycles: the script sets 2^20, about 0.4 ms, for its default of
-// about 0.1 s). The figure is the mean over at least 10 ms of calls: a small product takes
-// well under a millisecond, and a core can be away for longer than that (the virtual CPUs are
-// scheduled by the host). Timed one call at a time, alternating with the other library's,
-// every call shared the cores with the other library's spinning workers, and the 2-thread
-// table measured the scheduler (docs/performance.md, under that table).
+// With more than one thread, each side is timed in bursts (bench/burst_time.h says why).
 #include <cblas.h>
 
 #include <algorithm>
@@ -25,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/burst_time.h"
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/config.h"
@@ -113,15 +105,7 @@ int main(int argc, char** argv) {
             blas();
             const std::vector<float> e = out;
             std::vector<double> ta, tb;
-            auto timed = [&](auto f) {
-                if (threads == 1) return time_it(f);
-                const double w0 = now();
-                do f(); while (now() - w0 < 0.002);
-                int n = 0;
-                const double t0 = now();
-                do { f(); n++; } while (now() - t0 < 0.01);
-                return (now() - t0) / n;
-            };
+            auto timed = [&](auto f) { return threads == 1 ? time_it(f) : bench::burst_seconds_per_call(f); };
             for (int r = 0; r < reps; r++) {
                 if (r % 2 == 0) { ta.push_back(timed(ours)); tb.push_back(timed(blas)); }
                 else { tb.push_back(timed(blas)); ta.push_back(timed(ours)); }
