@@ -136,7 +136,8 @@ struct Product {
     // panel streaming all of A: 2048^3 at 0.56x of OpenBLAS along 48-row blocks, 0.82x panel by
     // panel. Against panel by panel, at one thread, randomised-order A/B, two runs: 2048^3 dx
     // 0.80 / 0.89 -> 0.86 / 0.98, forward 0.76 / 0.72 -> 0.86 / 0.75; Massive's fc_out dx
-    // 0.98 / 1.02 -> 1.02 / 1.04; Massive's fc_in forward no change.)
+    // 0.98 / 1.02 -> 1.02 / 1.04; Massive's fc_in forward no change, and it takes 48-row
+    // blocks since session 11: see plan().)
     int64_t block_rows = kBlockRows;
 
     int64_t panels() const { return gemm::panels(J); }
@@ -293,7 +294,15 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
     // one thread: 0.87 -> 0.93 of OpenBLAS; products summed in one pass with exactly 1 MB of B
     // lost 1-3% with tall blocks).
     const size_t tall_from = p.chunk_outer || p.chunk_inner ? kL2Bytes / 2 : kL2Bytes;
-    if (!p.a_columns && gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > tall_from) p.block_rows = 8 * kBlockRows;
+    // Except for a product summed in one pass whose A rows are short (a 48-row block of A within
+    // a quarter of L2: P up to 1365, here Massive's fc_in forward and fc_out dx, P = 384): there
+    // the 48-row blocks, which stream B from L3 once per block, measured faster than tall ones
+    // (Massive's fc_in forward, bench/linear_ab at one thread, medians of 21-31: 0.86 / 0.84 /
+    // 0.83 -> 0.87 / 0.88 / 0.86 of OpenBLAS; at two threads 0.96 -> 0.99; its fc_out dx
+    // unchanged). Why is not established: a tall block's tiles each start 12 short streams of A.
+    const bool short_a = p.whole_p && size_t(kBlockRows * p.P) * sizeof(float) <= kL2Bytes / 4;
+    if (!p.a_columns && !short_a && gemm::packed_floats(rows_of_b, p.J) * sizeof(float) > tall_from)
+        p.block_rows = 8 * kBlockRows;
     if (!b_in_place && p.by_chunk() && !p.a_columns && p.row_blocks() == 1) {
         p.pack_in_task = true;
         p.direct_b = false;
