@@ -38,8 +38,8 @@ constexpr size_t kL1Bytes = 48 << 10;
 constexpr size_t kL2Bytes = size_t(1) << 20;
 
 // kRows floats of a strip: a fixed count, so the compiler emits a few vector moves, where
-// std::copy_n of a run-time count called memmove for every 48 bytes (16 in WebAssembly): the fc
-// layers' dW of XL, Huge and Massive (bench/linear_ab, two runs each), at one thread 0.88 /
+// std::copy_n of a run-time count called memmove for every 48 bytes (16 in WebAssembly): the
+// fc_in layers' dW of XL, Huge and Massive (bench/linear_ab, two runs each), at one thread 0.88 /
 // 0.95, 0.92 / 0.98, 0.83 / 0.93 -> 0.98 / 0.99, 0.99 / 1.02, 0.90 / 0.97 of OpenBLAS; at two
 // threads 0.94 / 0.97, 0.84 / 0.87, 0.89 / 0.91 -> 0.98 / 0.97, 0.91 / 0.92, 0.94 / 0.94.
 inline void copy_strip_row(const float* __restrict src, float* __restrict dst) {
