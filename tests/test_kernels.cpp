@@ -689,6 +689,36 @@ TEST(Simd, LinearMatchesScalarReferenceOnRaggedShapes) {
     EXPECT_EQ(cases, int(sizes.size() * sizes.size()));
 }
 
+// pack_b against its definition, element by element: panel q holds B(p, q kCols + j) at
+// [p][j], zero past J. Both layouts of B: rows contiguous (s_j = 1) and columns contiguous
+// (s_p = 1, transposed in kW x kW register blocks, with edges in p and j below a whole block),
+// and a column stride that is neither.
+TEST(Gemm, PackedPanelsHoldB) {
+    const int64_t W = simd::kW;
+    int cases = 0;
+    for (int64_t P : {int64_t(1), W - 1, W, 2 * W + 3, int64_t(67)})
+        for (int64_t J : {int64_t(1), W - 1, W, W + 1, gemm::kCols, 2 * gemm::kCols + W + 3})
+            for (int layout = 0; layout < 3; layout++) {
+                // layout 0: B row-major [P][J + 2]; 1: B^T row-major [J][P + 3]; 2: B^T with p stride 2.
+                const int64_t s_p = layout == 0 ? J + 2 : layout == 1 ? 1 : 2;
+                const int64_t s_j = layout == 0 ? 1 : layout == 1 ? P + 3 : 2 * P + 1;
+                const Vec src = randn(size_t(layout == 0 ? P * s_p : J * s_j), 250 + cases);
+                Vec dst(gemm::packed_floats(P, J) + 16, -7.0f);
+                gemm::pack_b(dst.data(), src.data(), s_p, s_j, P, J);
+                for (int64_t q = 0; q < gemm::panels(J); q++)
+                    for (int64_t p = 0; p < P; p++)
+                        for (int64_t j = 0; j < gemm::kCols; j++) {
+                            const int64_t col = q * gemm::kCols + j;
+                            const float want = col < J ? src[size_t(p * s_p + col * s_j)] : 0.0f;
+                            ASSERT_EQ(gemm::panel(dst.data(), P, q)[p * gemm::kCols + j], want)
+                                << "P=" << P << " J=" << J << " layout " << layout << " p=" << p << " column " << col;
+                        }
+                EXPECT_EQ(dst[gemm::packed_floats(P, J)], -7.0f) << "wrote past the panels";
+                cases++;
+            }
+    EXPECT_EQ(cases, 5 * 6 * 3);
+}
+
 // Products whose packed B is larger than L2 (1 MB) run taller row blocks (384 rows with
 // AVX-512): forward and dx of such a layer, with ragged row blocks and panels, against double
 // sums, and bitwise the same on 1 and 2 threads.
