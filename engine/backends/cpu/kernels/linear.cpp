@@ -42,9 +42,15 @@ constexpr size_t kL2Bytes = size_t(1) << 20;
 // fc_in layers' dW of XL, Huge and Massive (bench/linear_ab, two runs each), at one thread 0.88 /
 // 0.95, 0.92 / 0.98, 0.83 / 0.93 -> 0.98 / 0.99, 0.99 / 1.02, 0.90 / 0.97 of OpenBLAS; at two
 // threads 0.94 / 0.97, 0.84 / 0.87, 0.89 / 0.91 -> 0.98 / 0.97, 0.91 / 0.92, 0.94 / 0.94.
-inline void copy_strip_row(const float* __restrict src, float* __restrict dst) {
+// Rows r_n <= kRows of a strip, np values of p: d[p kRows + r] = a[p a_p + r].
+inline void copy_strip(const float* a, int64_t a_p, int64_t r_n, float* __restrict d, int64_t np) {
+    if (r_n == gemm::kRows) {
+        for (int64_t p = 0; p < np; p++)
 #pragma GCC unroll 16
-    for (int r = 0; r < gemm::kRows; r++) dst[r] = src[r];
+            for (int r = 0; r < gemm::kRows; r++) d[p * gemm::kRows + r] = a[p * a_p + r];
+    } else {
+        for (int64_t p = 0; p < np; p++) std::copy_n(a + p * a_p, r_n, d + p * gemm::kRows);
+    }
 }
 
 // One product C = A B (B given as src with strides s_p, s_j), described for task splitting.
@@ -184,10 +190,7 @@ struct Product {
                     float* d = buf + s0 * kChunkP;
                     const float* a = A + (i0 + s0) + p0 * a_p;
                     const int64_t r_n = std::min(R, rows - s0);
-                    if (r_n == R)
-                        for (int64_t p = 0; p < np; p++) copy_strip_row(a + p * a_p, d + p * R);
-                    else
-                        for (int64_t p = 0; p < np; p++) std::copy_n(a + p * a_p, r_n, d + p * R);
+                    copy_strip(a, a_p, r_n, d, np);
                 }
             }
             float* out = chunk_out(c);
@@ -213,10 +216,7 @@ struct Product {
                 float* d = a_strips + s * R * kChunkP + pb * R;
                 const float* a = A + s * R + (p0 + pb) * a_p;
                 const int64_t r_n = std::min(R, I - s * R);
-                if (r_n == R)
-                    for (int64_t p = 0; p < pn; p++) copy_strip_row(a + p * a_p, d + p * R);
-                else
-                    for (int64_t p = 0; p < pn; p++) std::copy_n(a + p * a_p, r_n, d + p * R);
+                copy_strip(a, a_p, r_n, d, pn);
             }
         }
     }
