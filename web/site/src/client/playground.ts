@@ -126,7 +126,7 @@ async function applyChoice(): Promise<void> {
     if (session && model) carry = await session.call('exportCheckpoint', { optimizer: true });
     const next = new Session();
     const build = await next.call('load', { variant: choice.variant, threads: choice.threads });
-    session?.terminate(); // its model came along as `carry`; its threads must not linger
+    await session?.close(); // its model came along as `carry`; its threads must not linger
     session = next;
     loadedVariant = choice.variant;
     $('backend-info').textContent = `${choice.reason} Loaded build: ${build.variant}${build.threads ? `, ${build.num_threads} threads` : ''}.`;

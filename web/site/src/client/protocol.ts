@@ -106,6 +106,8 @@ export interface Methods {
   ftExportModel: { params: Record<string, never>; result: Uint8Array };
   ftLoadAdapter: { params: { bytes: Uint8Array; name: string }; result: FinetuneSummary };
   abort: { params: Record<string, never>; result: null };
+  /** Frees the model and GPU buffers and ends the engine's threads; the worker then closes itself. */
+  shutdown: { params: Record<string, never>; result: null };
 }
 export type Method = keyof Methods;
 

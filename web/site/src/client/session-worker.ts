@@ -334,6 +334,19 @@ async function handle(id: number, method: Method, params: unknown, signal: Abort
     case 'clearAutosave':
       await autosave.clear();
       return null;
+    case 'shutdown':
+      // Parked pool threads wait in Atomics.wait, where a terminate() from the page only ends
+      // them after the browser's forcible-termination delay; joining them here lets the worker
+      // (and its nested pthread workers) close at once.
+      dropGpu();
+      engine?.dispose();
+      engine = null;
+      ft?.base.dispose();
+      ft?.tuned.dispose();
+      ft = null;
+      if (module?.build.threads) module.setNumThreads(1);
+      setTimeout(() => scope.close(), 0); // after this reply is posted
+      return null;
     case 'calibrate':
       return calibrate();
     case 'ftStart':

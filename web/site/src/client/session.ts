@@ -45,7 +45,16 @@ export class Session {
     });
   }
 
-  /** Ends the worker (and the engine's threads); pending calls reject. */
+  /**
+   * Ends the worker and the engine's threads: asks it to shut down (it joins its threads and
+   * closes itself), then terminates it in any case, after `graceMs` at most. Pending calls reject.
+   */
+  async close(graceMs = 2000): Promise<void> {
+    await Promise.race([this.call('shutdown', {}).catch(() => null), new Promise((r) => setTimeout(r, graceMs))]);
+    this.terminate();
+  }
+
+  /** Ends the worker (and the engine's threads) now; pending calls reject. */
   terminate(): void {
     this.worker.terminate();
     const err = new SessionError('the training worker was replaced');
