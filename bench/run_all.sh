@@ -13,7 +13,11 @@ RT=(); RTFLAG=()
 if [[ "${PTL_BENCH_REALTIME:-1}" == 1 ]] && chrt -f 50 true 2>/dev/null; then RT=(chrt -f 50); RTFLAG=(--realtime); fi
 OUT=docs/bench
 mkdir -p "$OUT"
-{ date -u; uname -a; grep -m1 "model name" /proc/cpuinfo; nproc; uptime; echo "realtime: ${RT[*]:-no}"; } > "$OUT/machine.txt"
+# The model name here is only "AMD EPYC"; family and model tell the CPUs apart: the figures of
+# record are from a Zen 5 (family 26, full-width AVX-512), but this VM has also come up on a Zen 4
+# (family 25, model 17), whose AVX-512 runs at half that rate.
+{ date -u; uname -a; grep -m1 "model name" /proc/cpuinfo; grep -m1 "cpu family" /proc/cpuinfo; grep -m1 -P "^model\t" /proc/cpuinfo
+  nproc; uptime; echo "realtime: ${RT[*]:-no}"; } > "$OUT/machine.txt"
 # 1. ptl alone, 1 and 2 threads (thread scaling), with the measured matmul peak and --ops. Preset
 #    by preset, the thread counts alternated round by round (1 2, 2 1, ...), so that a preset's
 #    1- and 2-thread runs are seconds apart: the host's slow spells last minutes.

@@ -172,7 +172,12 @@ function shuffle(xs) {
 }
 
 const nodeRuntime = `node ${process.versions.node} (V8 ${process.versions.v8})`;
-const machine = `${os.cpus()[0]?.model ?? "cpu"}, ${cores} cores, load ${os.loadavg()[0].toFixed(1)} at start`;
+// The model name here is only "AMD EPYC": family and model tell a Zen 4 (25, model 17) from a
+// Zen 5 (26); this VM has come up on both (docs/performance.md, "The machine").
+const cpuinfo = fs.existsSync("/proc/cpuinfo") ? fs.readFileSync("/proc/cpuinfo", "utf8") : "";
+const cpuField = (name) => cpuinfo.match(new RegExp(`^${name}\\s*: (.*)$`, "m"))?.[1];
+const cpuId = cpuField("cpu family") ? ` (family ${cpuField("cpu family")}, model ${cpuField("model")})` : "";
+const machine = `${os.cpus()[0]?.model ?? "cpu"}${cpuId}, ${cores} cores, load ${os.loadavg()[0].toFixed(1)} at start`;
 try {
   for (const preset of presets) {
     const info = JSON.parse(execFileSync(nativeBin, ["info", "--preset", preset, "--json"], { encoding: "utf8" }));

@@ -54,6 +54,32 @@ double cpu_s() {
   return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
+// The processor, as /proc/cpuinfo describes it. Its model name alone can hide which CPU this
+// is (a VM here reports "AMD EPYC" on a Zen 4 and on a Zen 5, whose AVX-512 differs 2x in
+// speed), so the family and model numbers go with it. Empty where there is no /proc/cpuinfo.
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name, family, model;
+  auto value = [](const std::string& l) {
+    const size_t c = l.find(':');
+    return c == std::string::npos || c + 2 > l.size() ? std::string() : l.substr(c + 2);
+  };
+  auto key = [](const std::string& l) {
+    const size_t c = l.find(':');
+    std::string k = l.substr(0, c == std::string::npos ? 0 : c);
+    while (!k.empty() && (k.back() == ' ' || k.back() == '\t')) k.pop_back();
+    return k;
+  };
+  while (std::getline(in, line) && line.empty() == false) {
+    const std::string k = key(line);
+    if (k == "model name") name = value(line);
+    else if (k == "cpu family") family = value(line);
+    else if (k == "model") model = value(line);
+  }
+  if (name.empty()) return "";
+  return family.empty() ? name : name + " (family " + family + ", model " + model + ")";
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -238,13 +264,17 @@ void run_bench(const BenchArgs& a) {
   const bool peak_measured = peak <= 0;
   if (peak_measured) peak = measure_peak();
   if (!a.json) {
-    std::printf("ptl bench: %d thread(s), peak %.0f GFLOP/s (%s), median of %d steps after %d warm-up\n",
-                cpu::num_threads(), peak, peak_measured ? "measured: linear_forward 2048^3" : "given", a.steps, a.warmup);
+    const std::string cpu_name = cpu_description();
+    std::printf("ptl bench: %s%s%d-bit vectors, %d thread(s), peak %.0f GFLOP/s (%s), median of %d steps after %d warm-up\n",
+                cpu_name.c_str(), cpu_name.empty() ? "" : ", ", cpu::vector_bits(), cpu::num_threads(), peak,
+                peak_measured ? "measured: linear_forward 2048^3" : "given", a.steps, a.warmup);
     std::printf("%-8s %10s %10s %9s %12s %8s %6s %10s\n", "preset", "params", "ms/step", "tok/s", "GFLOP/step",
                 "GFLOP/s", "MFU", "peak MiB");
   }
   for (const auto& n : names) {
     nlohmann::json j = a.no_isolate ? bench_preset(a, n) : bench_in_child(a, n);
+    j["cpu"] = cpu_description();
+    j["vector_bits"] = cpu::vector_bits();
     j["peak_gflops"] = peak;
     j["peak_source"] = peak_measured ? "linear_forward 2048^3" : "given";
     j["mfu"] = j["gflops"].get<double>() / peak;

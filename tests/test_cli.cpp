@@ -118,6 +118,39 @@ TEST(Cli, EvalAndInfo) {
   EXPECT_NE(p.out.find("473244160"), std::string::npos);
 }
 
+TEST(Cli, BenchPrintsOneJsonLinePerPresetWithItsFigures) {
+  test::TempDir d;
+  CliRun r = ptl_cli("bench --presets tiny --steps 2 --warmup 1 --threads 1 --json --ops --peak-gflops 100", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  auto j = nlohmann::json::parse(line);
+  EXPECT_FALSE(std::getline(lines, line)) << "one line per preset";
+  EXPECT_EQ(j["preset"], "tiny");
+  EXPECT_EQ(j["params"].get<int64_t>(), 70464);
+  EXPECT_EQ(j["tokens_per_step"].get<int64_t>(), 512);
+  EXPECT_EQ(j["threads"].get<int>(), 1);
+  const double ms = j["ms_per_step"].get<double>();
+  ASSERT_GT(ms, 0.0);
+  EXPECT_NEAR(j["tokens_per_s"].get<double>(), 512 / (ms / 1000), 1e-6 * 512 / (ms / 1000));
+  EXPECT_NEAR(j["gflops"].get<double>(), j["gflop_per_step"].get<double>() / (ms / 1000), 1e-6 * j["gflops"].get<double>());
+  EXPECT_NEAR(j["mfu"].get<double>(), j["gflops"].get<double>() / 100, 1e-12);
+  EXPECT_EQ(j["peak_source"], "given");
+  EXPECT_GT(j["peak_rss_mib"].get<double>(), j["needed_mib"].get<double>() * 0.5);
+  ASSERT_TRUE(j["ops_ms"].is_object());
+  EXPECT_GT(j["ops_ms"]["linear"].get<double>(), 0.0);
+  EXPECT_GT(j["ops_ms"]["adamw"].get<double>(), 0.0);
+  const int bits = j["vector_bits"].get<int>();
+  EXPECT_TRUE(bits == 128 || bits == 256 || bits == 512) << bits;
+#ifdef __linux__
+  EXPECT_NE(j["cpu"].get<std::string>(), "") << "the CPU from /proc/cpuinfo";
+#endif
+  CliRun bad = ptl_cli("bench --presets tiny,nosuch --steps 1 --json", d);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("nosuch"), std::string::npos) << bad.err;
+}
+
 TEST(Cli, BadInputGivesOneLineErrors) {
   test::TempDir d;
   write(d.file("t.txt"), test::synthetic_text(5000));

@@ -8,9 +8,12 @@
 #include <vector>
 
 #include "engine/backends/cpu/kernels.h"
+#include "engine/backends/cpu/simd.h"
 #include "engine/error.h"
 
 namespace ptl::cpu {
+
+int vector_bits() { return 32 * simd::kW; }
 
 Buffer::Buffer(size_t bytes) : bytes_(bytes) {
   const size_t rounded = (bytes + 63) / 64 * 64;

@@ -19,6 +19,10 @@
 
 namespace ptl::cpu {
 
+// The width of the kernels' vectors in bits (512 with AVX-512, 256 with AVX2, 128 otherwise),
+// as the engine was compiled: the flags of the code that calls this may differ.
+int vector_bits();
+
 // embedding.cpp: x[b,t,:] = tok_emb[tokens[b,t], :] + pos_emb[pos0 + t, :]
 void embedding_forward(float* x, const int32_t* tokens, const float* tok_emb, const float* pos_emb,
                        int64_t B, int64_t T, int64_t C, int64_t pos0);
