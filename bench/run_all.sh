@@ -7,10 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PRESETS="${1:-tiny,small,medium,large,xl,huge}"
 PTL="${PTL:-build-perf/ptl}"
-# SCHED_FIFO when permitted (root): on a shared machine a niced build or test suite could
-# otherwise take a core in the middle of a 2-thread step. PTL_BENCH_REALTIME=0 turns it off.
+# SCHED_FIFO (chrt -f 50) only with PTL_BENCH_REALTIME=1. It was the default until session 13,
+# against a build or test suite taking a core mid-step, but the kernel's RT throttling
+# (sched_rt_runtime_us 950000 of every 1000000) then stalls each busy CPU for 50 ms a second: a
+# 1-thread run's wall time came out 5% above its CPU time, which the 1 -> 2 ratio's 1-thread side
+# leaves out and its 2-thread wall time keeps in; and a process started while a CPU was throttled
+# got both its threads on one CPU (2-thread Medium at 1-thread speed, CPU time = wall time, in 3
+# of 14 runs that followed a 1-thread run; none of 8 without chrt). Run nothing else meanwhile.
 RT=(); RTFLAG=()
-if [[ "${PTL_BENCH_REALTIME:-1}" == 1 ]] && chrt -f 50 true 2>/dev/null; then RT=(chrt -f 50); RTFLAG=(--realtime); fi
+if [[ "${PTL_BENCH_REALTIME:-0}" == 1 ]] && chrt -f 50 true 2>/dev/null; then RT=(chrt -f 50); RTFLAG=(--realtime); fi
 OUT=docs/bench
 mkdir -p "$OUT"
 # The model name here is only "AMD EPYC"; family and model tell the CPUs apart: the figures of
