@@ -200,7 +200,7 @@ test('switching to another engine build keeps the model and ends the old worker'
     // joins its threads and closes itself (in about 0.2 s here); a terminate() alone of a worker
     // whose threads are parked in Atomics.wait took Chromium's forcible-termination delay (2 s).
     // Ended means: Playwright reported its close, or it no longer runs a line of JavaScript (an
-    // evaluate in it fails). The second probe is there because CI once saw no close event
+    // evaluate in it fails). The second probe is there because CI twice saw no close event
     // within 15 s where every local run (idle or with both cores busy) had it within 0.2 s.
     let ended = false;
     closed.then(() => { ended = true; });
