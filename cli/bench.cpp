@@ -59,22 +59,17 @@ double cpu_s() {
 // speed), so the family and model numbers go with it. Empty where there is no /proc/cpuinfo.
 std::string cpu_description() {
   std::ifstream in("/proc/cpuinfo");
-  std::string line, name, family, model;
-  auto value = [](const std::string& l) {
-    const size_t c = l.find(':');
-    return c == std::string::npos || c + 2 > l.size() ? std::string() : l.substr(c + 2);
-  };
-  auto key = [](const std::string& l) {
-    const size_t c = l.find(':');
-    std::string k = l.substr(0, c == std::string::npos ? 0 : c);
-    while (!k.empty() && (k.back() == ' ' || k.back() == '\t')) k.pop_back();
-    return k;
-  };
-  while (std::getline(in, line) && line.empty() == false) {
-    const std::string k = key(line);
-    if (k == "model name") name = value(line);
-    else if (k == "cpu family") family = value(line);
-    else if (k == "model") model = value(line);
+  std::string name, family, model;
+  // The first processor's block: "key<tabs>: value" lines up to the first blank one.
+  for (std::string line; std::getline(in, line) && !line.empty();) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name") name = value;
+    else if (key == "cpu family") family = value;
+    else if (key == "model") model = value;
   }
   if (name.empty()) return "";
   return family.empty() ? name : name + " (family " + family + ", model " + model + ")";
@@ -263,8 +258,8 @@ void run_bench(const BenchArgs& a) {
   double peak = a.peak_gflops;
   const bool peak_measured = peak <= 0;
   if (peak_measured) peak = measure_peak();
+  const std::string cpu_name = cpu_description();
   if (!a.json) {
-    const std::string cpu_name = cpu_description();
     std::printf("ptl bench: %s%s%d-bit vectors, %d thread(s), peak %.0f GFLOP/s (%s), median of %d steps after %d warm-up\n",
                 cpu_name.c_str(), cpu_name.empty() ? "" : ", ", cpu::vector_bits(), cpu::num_threads(), peak,
                 peak_measured ? "measured: linear_forward 2048^3" : "given", a.steps, a.warmup);
@@ -273,7 +268,7 @@ void run_bench(const BenchArgs& a) {
   }
   for (const auto& n : names) {
     nlohmann::json j = a.no_isolate ? bench_preset(a, n) : bench_in_child(a, n);
-    j["cpu"] = cpu_description();
+    j["cpu"] = cpu_name;
     j["vector_bits"] = cpu::vector_bits();
     j["peak_gflops"] = peak;
     j["peak_source"] = peak_measured ? "linear_forward 2048^3" : "given";
