@@ -327,6 +327,32 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
     }
 }
 
+// Past one query block and past one vector of keys: rows whose visible keys end before the
+// block's padded row (the zeroed tail of P and dS), and blocks that add to earlier key rows.
+TEST(Attention, BackwardMatchesFiniteDifferencesOnLongerSequences) {
+    const int64_t w = simd::kW;
+    const int64_t shapes[][4] = {{1, 2 * gemm::kRows + w + 3, 2 * w + 2, 2}, {2, w + 5, 12, 3}};
+    for (const auto& sh : shapes) {
+        const int64_t B = sh[0], T = sh[1], C = sh[2], H = sh[3], n = B * T * C;
+        Vec q = randn(n, 57), k = randn(n, 58), v = randn(n, 59);
+        const Vec R = randn(n, 60);
+        auto loss = [&] {
+            Vec y(n), lse(B * H * T);
+            attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+            return weighted_sum(y, R);
+        };
+        Vec y(n), lse(B * H * T);
+        attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+        Vec dq(n, 3.0f), dk(n, 3.0f), dv(n, 3.0f);
+        attention_backward(dq.data(), false, dk.data(), false, dv.data(), false, R.data(), q.data(), k.data(),
+                           v.data(), y.data(), lse.data(), B, T, C, H);
+        const std::string tag = " (B=" + std::to_string(B) + " T=" + std::to_string(T) + ")";
+        check_grad("dq" + tag, q, dq, loss);
+        check_grad("dk" + tag, k, dk, loss);
+        check_grad("dv" + tag, v, dv, loss);
+    }
+}
+
 TEST(Attention, AccFlagsAdd) {
     const int64_t B = 2, T = 5, C = 6, H = 2, n = B * T * C;
     const Vec q = randn(n, 57), k = randn(n, 58), v = randn(n, 59), dy = randn(n, 60);

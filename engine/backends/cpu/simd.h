@@ -81,7 +81,9 @@ inline vf exp(vf x) {
 
 // erf(x), Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7), as PyTorch's Vectorized<float>::erf:
 // erf(x) = sign(x) (1 - t (a1 + t (a2 + ...)) exp(-x^2)), t = 1 / (1 + p |x|).
-inline vf erf(vf x) {
+// exp(-x^2) is handed back too: with x = z / sqrt 2 it is the normal density's exp(-z^2 / 2),
+// which GELU's derivative needs next to erf, so it costs no second exp there.
+inline vf erf(vf x, vf& exp_neg_x2) {
     const vi sign = (vi)x & (int32_t)0x80000000;
     const vf ax = vabs(x);
     const vf t = 1.0f / (ax * 0.3275911f + 1.0f);
@@ -89,9 +91,13 @@ inline vf erf(vf x) {
     r = r * t + 1.421413741f;
     r = r * t + -0.284496736f;
     r = r * t + 0.254829592f;
-    const vf e = exp(-(x * x));
-    const vf y = (-e * t) * r + 1.0f;
+    exp_neg_x2 = exp(-(x * x));
+    const vf y = (-exp_neg_x2 * t) * r + 1.0f;
     return (vf)((vi)y ^ sign);
+}
+inline vf erf(vf x) {
+    vf unused;
+    return erf(x, unused);
 }
 
 // Scalar versions through the same code, for loop tails (so a tail element gets exactly the

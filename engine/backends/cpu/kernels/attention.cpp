@@ -53,14 +53,19 @@ thread_local Scratch t_scratch;
 
 // The scores' row stride for n keys: whole vectors, so the softmax loops need no tail.
 int64_t row_stride(int64_t n) { return (n + kW - 1) / kW * kW; }
+// The part of such a row that the query at position pos sees (keys 0 .. pos), in whole vectors.
+int64_t visible_stride(int64_t n, int64_t pos) { return row_stride(std::min(n, pos + 1)); }
 
 // Softmax of one row of raw scores s[0, n) (unscaled q . k) for the query at position `pos`:
 // keys j > pos are masked. Writes p_j = exp(scale s_j - lse) (0 where masked) over the whole
 // padded row and returns lse. Vectorised along j; lanes are combined in a fixed order.
+// Only the vectors that hold a visible key are computed; the rest of the row is set to 0, as
+// the mask would have made it, so a block's early rows skip the exps of its causal triangle.
 float softmax_row(float* s, int64_t n, int64_t pos, float scale) {
     const vi iota = lane_index();
     const vf neg_inf = simd::splat(-std::numeric_limits<float>::infinity());
-    const int64_t n_pad = row_stride(n);
+    const int64_t n_pad = visible_stride(n, pos);
+    for (int64_t j = n_pad; j < row_stride(n); j += kW) simd::store(s + j, vf{});
     vf mx = neg_inf;
     for (int64_t j = 0; j < n_pad; j += kW) {
         const vi visible = (iota + int32_t(j)) <= int32_t(pos);
@@ -173,7 +178,13 @@ void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* d
                 const float l = lse_h[i];
                 float* sr = s + r * lds;
                 float* dpr = dp + r * lds;
-                for (int64_t j = 0; j < lds; j += kW) {
+                // Past the keys row i sees, P and dS are 0 (as in softmax_row).
+                const int64_t seen = visible_stride(n, i);
+                for (int64_t j = seen; j < lds; j += kW) {
+                    simd::store(sr + j, vf{});
+                    simd::store(dpr + j, vf{});
+                }
+                for (int64_t j = 0; j < seen; j += kW) {
                     const vi visible = (iota + int32_t(j)) <= int32_t(i);
                     const vf p = simd::select(visible, simd::exp(simd::load(sr + j) * scale - l), vf{});
                     simd::store(sr + j, p);                                       // P
