@@ -331,7 +331,10 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
 // block's padded row (the zeroed tail of P and dS), and blocks that add to earlier key rows.
 TEST(Attention, BackwardMatchesFiniteDifferencesOnLongerSequences) {
     const int64_t w = simd::kW;
-    const int64_t shapes[][4] = {{1, 2 * gemm::kRows + w + 3, 2 * w + 2, 2}, {2, w + 5, 12, 3}};
+    // Query blocks are 8 register tiles tall: T = 9 tiles + 5 crosses into a second block.
+    const int64_t shapes[][4] = {{1, 2 * gemm::kRows + w + 3, 2 * w + 2, 2},
+                                 {1, 9 * gemm::kRows + 5, 2 * w + 2, 2},
+                                 {2, w + 5, 12, 3}};
     for (const auto& sh : shapes) {
         const int64_t B = sh[0], T = sh[1], C = sh[2], H = sh[3], n = B * T * C;
         Vec q = randn(n, 57), k = randn(n, 58), v = randn(n, 59);
@@ -877,7 +880,7 @@ TEST(Simd, AttentionMatchesNaiveOnLongerSequences) {
     // Past one query block (a few kRows rows) and with head sizes around the vector width.
     const int64_t w = simd::kW;
     const int64_t shapes[][4] = {{1, 4 * gemm::kRows + 3, 2 * (w + 1), 2}, {2, 2 * gemm::kRows + 1, 3 * (w - 1), 3},
-                                 {1, 70, 64, 2}};
+                                 {1, 70, 64, 2}, {1, 17 * gemm::kRows + 7, 2 * w, 2}};
     for (const auto& s : shapes) {
         const int64_t B = s[0], T = s[1], C = s[2], H = s[3];
         const Vec q = randn(B * T * C, 230), k = randn(B * T * C, 231), v = randn(B * T * C, 232);
