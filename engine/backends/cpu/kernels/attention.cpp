@@ -42,6 +42,8 @@ constexpr int64_t kTile = gemm::kRows;
 // no extra multiply-adds and add to dK and dV fewer times: a scratch program timing one layer at
 // 1 thread, four rounds (session 14): Medium's backward 1.64-1.71 ms with 2 tiles, 1.55-1.60
 // with 8; Small's 0.62-0.64 -> 0.59-0.60 ms; Tiny, Large and Huge within the rounds' spread.
+// (The block height decides where dK's and dV's sums over query rows are split, so changing it
+// moves them in the last bits; the cut per tile does not.)
 constexpr int64_t kQB = 8 * kTile;
 
 float head_scale(int64_t hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
