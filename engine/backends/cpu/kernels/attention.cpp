@@ -72,16 +72,47 @@ int64_t visible_stride(int64_t n, int64_t pos) { return row_stride(std::min(n, p
 int64_t tile_keys(int64_t last) { return last + 1; }
 int64_t tile_cols(int64_t last, int64_t lds) { return std::min(lds, row_stride(tile_keys(last))); }
 
+// A B operand with one row per key (or query) and hs columns: one head's slice of rows of v, k,
+// dy or q, C floats apart. The micro-kernel reads panel j of it at base + j panel_step, its rows
+// ldb floats apart. Read in place (no copy) where that is safe and cheap: hs whole panels (every
+// row of a panel is then kCols floats that can be read), at most 16 KB of panel rows (a tile
+// rereads them all, so they must stay in L1), and rows not a multiple of 1 KB apart (such rows
+// fall into a quarter of L1's sets or fewer and evict each other). Otherwise packed first.
+// A scratch program timing one layer at 1 thread against packing always, alternated (session
+// 14), the three calmest of six rounds: Medium's forward 0.89-0.90 -> 0.87 ms, backward
+// 1.56-1.57 -> 1.51-1.55 ms; Small's backward 0.59-0.61 -> 0.58; Large's 3.69-3.71 -> 3.42-3.46.
+// Without the limits, Huge's forward (T = 256, rows 1 KB apart) went 5.47-5.59 -> 5.70-5.82 ms.
+struct RowsB {
+    const float* base;
+    int64_t ldb, panel_step;
+    const float* panel(int64_t j, int64_t p0) const { return base + j * panel_step + p0 * ldb; }
+};
+RowsB rows_b(const float* src, int64_t C, int64_t rows, int64_t hs, std::vector<float>& buf) {
+    const bool fits_l1 = size_t(rows * gemm::kCols) * sizeof(float) <= (16 << 10);
+    if (hs % gemm::kCols == 0 && fits_l1 && (C * 4) % 1024 != 0) return {src, C, gemm::kCols};
+    float* packed = Scratch::get(buf, gemm::packed_floats(rows, hs));
+    gemm::pack_b(packed, src, C, 1, rows, hs);
+    return {packed, gemm::kCols, rows * gemm::kCols};
+}
+
+// C (I x J, J <= hs) = A B, summing over rows p0 .. p0 + P of B.
+void gemm_rows(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const RowsB& b, int64_t p0, int64_t P,
+               int64_t I, int64_t J, Store store) {
+    for (int64_t j = 0; j < gemm::panels(J); j++) {
+        const int64_t j0 = j * gemm::kCols;
+        gemm::gemm_panel(C + j0, ldc, A, a_i, a_p, b.panel(j, p0), b.ldb, P, std::min(gemm::kCols, J - j0), I, store);
+    }
+}
+
 // C (rows x cols, ldc) = A B over tiles of kTile rows, tile t summing over p < tile_keys(its last
 // position) only: the rows of A are probabilities (or dS) that are 0 past a row's visible keys,
 // so the terms left out are exact zeros, and every C element is the same chain of multiply-adds
 // as over all of P. pos_first is the position of row 0.
-void gemm_causal_p(float* C, int64_t ldc, const float* A, int64_t lda, const float* packed, int64_t P_packed,
-                   int64_t pos_first, int64_t rows, int64_t cols, Store store) {
+void gemm_causal_p(float* C, int64_t ldc, const float* A, int64_t lda, const RowsB& b, int64_t pos_first,
+                   int64_t rows, int64_t cols, Store store) {
     for (int64_t a = 0; a < rows; a += kTile) {
         const int64_t r = std::min(kTile, rows - a);
-        gemm::gemm(C + a * ldc, ldc, A + a * lda, lda, 1, packed, P_packed, tile_keys(pos_first + a + r - 1), r, cols,
-                   store);
+        gemm_rows(C + a * ldc, ldc, A + a * lda, lda, 1, b, 0, tile_keys(pos_first + a + r - 1), r, cols, store);
     }
 }
 
@@ -127,11 +158,10 @@ float softmax_row(float* s, int64_t n, int64_t pos, float scale) {
 }
 
 // One head of attention for `rows` consecutive queries at positions pos0, pos0 + 1, ... against
-// keys 0 .. pos0 + rows - 1, whose k^T and v are already packed (kt: P = hs, J = keys; vp:
-// P = keys_packed, J = hs). q and y rows are ld floats apart; lse (if given) gets one float
-// per query.
-void attend(float* y, float* lse, const float* q, int64_t ld, const float* kt, const float* vp, int64_t keys_packed,
-            int64_t pos0, int64_t rows, int64_t hs, float scale) {
+// keys 0 .. pos0 + rows - 1, whose k^T is already packed (kt: P = hs, J = keys) and whose v is
+// the B operand vb. q and y rows are ld floats apart; lse (if given) gets one float per query.
+void attend(float* y, float* lse, const float* q, int64_t ld, const float* kt, const RowsB& vb, int64_t pos0,
+            int64_t rows, int64_t hs, float scale) {
     Scratch& sc = t_scratch;
     for (int64_t r0 = 0; r0 < rows; r0 += kQB) {
         const int64_t qb = std::min(kQB, rows - r0);
@@ -146,7 +176,7 @@ void attend(float* y, float* lse, const float* q, int64_t ld, const float* kt, c
             if (lse) lse[r0 + r] = l;
         }
         // y = p v for the block (masked p are 0).
-        gemm_causal_p(y + r0 * ld, ld, s, lds, vp, keys_packed, pos0 + r0, qb, hs, Store::overwrite);
+        gemm_causal_p(y + r0 * ld, ld, s, lds, vb, pos0 + r0, qb, hs, Store::overwrite);
     }
 }
 
@@ -162,10 +192,9 @@ void attention_forward(float* y, float* lse, const float* q, const float* k, con
         Scratch& sc = t_scratch;
         // B operands of the two products: k^T (P = hs, J = T) and v (P = T, J = hs).
         float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, T));
-        float* vp = Scratch::get(sc.vp, gemm::packed_floats(T, hs));
         gemm::pack_b(kt, k + col, 1, C, hs, T);
-        gemm::pack_b(vp, v + col, C, 1, T, hs);
-        attend(y + col, lse ? lse + task * T : nullptr, q + col, C, kt, vp, T, 0, T, hs, scale);
+        const RowsB vb = rows_b(v + col, C, T, hs, sc.vp);
+        attend(y + col, lse ? lse + task * T : nullptr, q + col, C, kt, vb, 0, T, hs, scale);
     });
 }
 
@@ -190,10 +219,9 @@ void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* d
         Scratch& sc = t_scratch;
         float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, T));  // k^T: scores
         float* vt = Scratch::get(sc.vt, gemm::packed_floats(hs, T));  // v^T: dP = dY V^T
-        float* kp = Scratch::get(sc.kp, gemm::packed_floats(T, hs));  // k:   dQ = dS K
         gemm::pack_b(kt, k + col, 1, C, hs, T);
         gemm::pack_b(vt, v + col, 1, C, hs, T);
-        gemm::pack_b(kp, k + col, C, 1, T, hs);
+        const RowsB kb = rows_b(k + col, C, T, hs, sc.kp);  // k: dQ = dS K
         for (int64_t i0 = 0; i0 < T; i0 += kQB) {
             const int64_t qb = std::min(kQB, T - i0), n = i0 + qb;
             const int64_t lds = row_stride(n);
@@ -234,7 +262,7 @@ void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* d
             // dQ (rows i0..i0+qb) = dS K: every query row belongs to one block, so it is written
             // once (or added to the caller's gradient).
             const Store fresh = acc_dq ? Store::add : Store::overwrite;
-            if (dq) gemm_causal_p(dq + col + i0 * C, C, dp, lds, kp, T, i0, qb, hs, fresh);
+            if (dq) gemm_causal_p(dq + col + i0 * C, C, dp, lds, kb, i0, qb, hs, fresh);
             // dV (rows 0..n) += P^T dY and dK += dS^T Q, summed over this block's rows
             // (A(j, r) = P[r, j]: a_i = 1, a_p = lds), blocks in order. Key rows i0..n are first
             // reached by this block: written (or added to the caller's gradient); rows 0..i0
@@ -243,14 +271,12 @@ void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* d
             // starting at j0 sums over r >= j0 - i0: the rows left out hold exact zeros for it.
             auto key_grad = [&](float* d, bool acc, const float* a, const float* src, std::vector<float>& buf) {
                 if (!d) return;
-                float* packed = Scratch::get(buf, gemm::packed_floats(qb, hs));
-                gemm::pack_b(packed, src, C, 1, qb, hs);
-                if (i0 > 0) gemm::gemm(d + col, C, a, 1, lds, packed, qb, qb, i0, hs, Store::add);
-                for (int64_t j0 = 0; j0 < qb; j0 += kTile) {  // key rows i0 + j0 ..
+                const RowsB b = rows_b(src, C, qb, hs, buf);
+                if (i0 > 0) gemm_rows(d + col, C, a, 1, lds, b, 0, qb, i0, hs, Store::add);
+                for (int64_t j0 = 0; j0 < qb; j0 += kTile) {  // key rows i0 + j0 .., query rows j0 ..
                     const int64_t r = std::min(kTile, qb - j0);
-                    // Rows j0.. of every panel of the packed B: panel(packed + j0 kCols, qb, q).
-                    gemm::gemm(d + col + (i0 + j0) * C, C, a + i0 + j0 + j0 * lds, 1, lds, packed + j0 * gemm::kCols, qb,
-                               qb - j0, r, hs, acc ? Store::add : Store::overwrite);
+                    gemm_rows(d + col + (i0 + j0) * C, C, a + i0 + j0 + j0 * lds, 1, lds, b, j0, qb - j0, r, hs,
+                              acc ? Store::add : Store::overwrite);
                 }
             };
             key_grad(dv, acc_dv, s, dyi, sc.a);
@@ -276,10 +302,9 @@ void attention_cached(float* y, const float* q, const float* k_cache, const floa
     parallel_for(H, [&](int64_t h) {
         Scratch& sc = t_scratch;
         float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, keys));
-        float* vp = Scratch::get(sc.vp, gemm::packed_floats(keys, hs));
         gemm::pack_b(kt, k_cache + h * hs, 1, C, hs, keys);
-        gemm::pack_b(vp, v_cache + h * hs, C, 1, keys, hs);
-        attend(y + h * hs, nullptr, q + h * hs, C, kt, vp, keys, pos0, n, hs, scale);
+        const RowsB vb = rows_b(v_cache + h * hs, C, keys, hs, sc.vp);
+        attend(y + h * hs, nullptr, q + h * hs, C, kt, vb, pos0, n, hs, scale);
     });
 }
 
