@@ -650,6 +650,14 @@ std::vector<int64_t> ragged_sizes() {
 }
 }  // namespace
 
+// These tests run at every vector width the machine has (ptl_tests, and ptl_tests_avx2 and
+// ptl_tests_simd128 on an AVX-512 machine): the sizes above come from the test's own view of the
+// width, so it must be the engine's.
+TEST(Simd, EngineAndTestsAgreeOnTheVectorWidth) {
+    EXPECT_EQ(vector_bits(), simd::kW * 32);
+    RecordProperty("vector_bits", vector_bits());
+}
+
 TEST(Simd, ExpAndErfMatchLibm) {
     for (float x = -90.0f; x <= 88.0f; x += 0.0173f) {
         const double e = std::exp(static_cast<double>(x));
