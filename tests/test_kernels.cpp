@@ -304,27 +304,30 @@ TEST(Attention, ForwardMatchesNaiveSoftmax) {
     }
 }
 
-TEST(Attention, BackwardMatchesFiniteDifferences) {
-    for (const auto [B, T, C, H] : kAttnShapes) {
-        const int64_t n = B * T * C;
-        Vec q = randn(n, 53), k = randn(n, 54), v = randn(n, 55);
-        const Vec R = randn(n, 56);
-        auto loss = [&] {
-            Vec y(n), lse(B * H * T);
-            attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
-            return weighted_sum(y, R);
-        };
+// attention_backward's dq, dk, dv against central differences of sum(y * R), R random.
+void check_attention_backward(int64_t B, int64_t T, int64_t C, int64_t H, uint32_t seed) {
+    const int64_t n = B * T * C;
+    Vec q = randn(n, seed), k = randn(n, seed + 1), v = randn(n, seed + 2);
+    const Vec R = randn(n, seed + 3);
+    auto loss = [&] {
         Vec y(n), lse(B * H * T);
         attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
-        Vec dq(n, 3.0f), dk(n, 3.0f), dv(n, 3.0f);
-        attention_backward(dq.data(), false, dk.data(), false, dv.data(), false, R.data(), q.data(), k.data(),
-                           v.data(), y.data(), lse.data(), B, T, C, H);
-        const std::string tag = " (B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
-                                " H=" + std::to_string(H) + ")";
-        check_grad("dq" + tag, q, dq, loss);
-        check_grad("dk" + tag, k, dk, loss);
-        check_grad("dv" + tag, v, dv, loss);
-    }
+        return weighted_sum(y, R);
+    };
+    Vec y(n), lse(B * H * T);
+    attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+    Vec dq(n, 3.0f), dk(n, 3.0f), dv(n, 3.0f);
+    attention_backward(dq.data(), false, dk.data(), false, dv.data(), false, R.data(), q.data(), k.data(), v.data(),
+                       y.data(), lse.data(), B, T, C, H);
+    const std::string tag = " (B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
+                            " H=" + std::to_string(H) + ")";
+    check_grad("dq" + tag, q, dq, loss);
+    check_grad("dk" + tag, k, dk, loss);
+    check_grad("dv" + tag, v, dv, loss);
+}
+
+TEST(Attention, BackwardMatchesFiniteDifferences) {
+    for (const auto [B, T, C, H] : kAttnShapes) check_attention_backward(B, T, C, H, 53);
 }
 
 // Past one query block and past one vector of keys: rows whose visible keys end before the
@@ -335,25 +338,7 @@ TEST(Attention, BackwardMatchesFiniteDifferencesOnLongerSequences) {
     const int64_t shapes[][4] = {{1, 2 * gemm::kRows + w + 3, 2 * w + 2, 2},
                                  {1, 9 * gemm::kRows + 5, 2 * w + 2, 2},
                                  {2, w + 5, 12, 3}};
-    for (const auto& sh : shapes) {
-        const int64_t B = sh[0], T = sh[1], C = sh[2], H = sh[3], n = B * T * C;
-        Vec q = randn(n, 57), k = randn(n, 58), v = randn(n, 59);
-        const Vec R = randn(n, 60);
-        auto loss = [&] {
-            Vec y(n), lse(B * H * T);
-            attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
-            return weighted_sum(y, R);
-        };
-        Vec y(n), lse(B * H * T);
-        attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
-        Vec dq(n, 3.0f), dk(n, 3.0f), dv(n, 3.0f);
-        attention_backward(dq.data(), false, dk.data(), false, dv.data(), false, R.data(), q.data(), k.data(),
-                           v.data(), y.data(), lse.data(), B, T, C, H);
-        const std::string tag = " (B=" + std::to_string(B) + " T=" + std::to_string(T) + ")";
-        check_grad("dq" + tag, q, dq, loss);
-        check_grad("dk" + tag, k, dk, loss);
-        check_grad("dv" + tag, v, dv, loss);
-    }
+    for (const auto& sh : shapes) check_attention_backward(sh[0], sh[1], sh[2], sh[3], 57);
 }
 
 TEST(Attention, AccFlagsAdd) {
