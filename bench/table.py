@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Prints the result tables of docs/performance.md from the JSON lines in docs/bench/.
+"""Prints the result tables of docs/performance.md from the JSON lines in docs/bench/, and first
+a verdict on each target of issue 3 (the fast CPU backend) from the same figures.
 
     /usr/bin/python3 bench/table.py [docs/bench] [--peak 182]
 
@@ -29,6 +30,92 @@ def best(rs, preset, threads, key="ms_per_step"):
     return min(c) if c else None
 
 
+def thread_figures(pt, ab2, p):
+    """Best 1-thread wall and CPU ms of a preset, and its best 2-thread wall ms (ptl bench's and
+    the ptl side of the PyTorch A/B's): the figures of the 1 -> 2 column."""
+    w1, c1, w2 = best(pt, p, 1), best(pt, p, 1, "cpu_ms_per_step"), best(pt, p, 2)
+    if w2 is not None:
+        w2 = min([w2] + [x for r in ab2 if r["preset"] == p for x in r["ptl_runs"]])
+    return w1, c1, w2
+
+
+def matmul_medians(mm):
+    """Median ratio to OpenBLAS per product of the presets' shapes (2048^3 left out)."""
+    groups = {}
+    for r in mm:
+        if r["preset"] != "-":
+            groups.setdefault((r["preset"], r["layer"], r["product"]), []).append(r["ratio"])
+    return {k: statistics.median(v) for k, v in groups.items()}
+
+
+def targets(d):
+    """The issue's targets, each with the figures it rests on and met / NOT MET. The step targets
+    are read against PyTorch in the same run (the ratio of the medians, as in the tables, with
+    the ratios of the A/B rounds beside it: a noisy host can move the two sides apart) and
+    against the issue's fixed figures (QUIET_PYTORCH_2T, a Zen 5's)."""
+    ab2 = rows(d / "cpu_vs_pytorch_2t.jsonl")
+    pt = rows(d / "ptl_threads.jsonl")
+    mm1, mm2 = rows(d / "matmul_vs_openblas_1t.jsonl"), rows(d / "matmul_vs_openblas_2t.jsonl")
+    if not (ab2 or pt or mm1):
+        return
+    out = []
+    verdict = lambda ok: "met" if ok else "**NOT MET**"
+    for goal, group in ((2.0, ["tiny", "small", "medium"]), (1.2, ["large", "xl", "huge"])):
+        vs = [r for r in ab2 if r["preset"] in group]
+        if vs:
+            figs = []
+            for r in vs:
+                rounds = sorted(b / a for a, b in zip(r["ptl_runs"], r["pytorch_runs"]))
+                figs.append(f"{r['preset']} {r['speedup']:.2f}x (rounds {rounds[0]:.2f}-{rounds[-1]:.2f})")
+            out.append((f"step >= {goal}x PyTorch, 2 threads, same run: {', '.join(group)}", "; ".join(figs),
+                        verdict(all(r["speedup"] >= goal for r in vs) and len(vs) == len(group))))
+        fixed = [(p, thread_figures(pt, ab2, p)[2]) for p in group if p in QUIET_PYTORCH_2T]
+        fixed = [(p, w2) for p, w2 in fixed if w2]
+        if fixed:
+            out.append((f"step >= {goal}x the issue's fixed PyTorch figures: {', '.join(p for p, _ in fixed)}",
+                        "; ".join(f"{p} {w2:.1f} ms vs {QUIET_PYTORCH_2T[p]} = {QUIET_PYTORCH_2T[p] / w2:.2f}x"
+                                  for p, w2 in fixed),
+                        verdict(all(QUIET_PYTORCH_2T[p] / w2 >= goal for p, w2 in fixed))))
+    for t, mm in ((1, mm1), (2, mm2)):
+        med = matmul_medians(mm)
+        if med:
+            low = sorted((v, k) for k, v in med.items())[:3]
+            out.append((f"matmul >= 0.9 of OpenBLAS at the presets' shapes, {t} thread(s)",
+                        f"{sum(v >= 0.9 for v in med.values())} of {len(med)}; lowest "
+                        + ", ".join(f"{k[0]} {k[1]} {k[2]} {v:.2f}" for v, k in low),
+                        verdict(all(v >= 0.9 for v in med.values()))))
+    sq = [r for r in mm2 if r["layer"] == "square2048"]
+    huge = [r for r in pt if r["preset"] == "huge"]
+    if sq and huge:
+        peak2 = max(r["openblas_gflops"] for r in sq)
+        g2 = huge[0]["gflop_per_step"] / (thread_figures(pt, ab2, "huge")[2] / 1e3)
+        out.append(("Huge end to end >= 60% of the measured sgemm peak (2 threads)",
+                    f"{g2:.0f} GFLOP/s of OpenBLAS's {peak2:.0f} = {g2 / peak2:.0%}", verdict(g2 / peak2 >= 0.6)))
+    scaling = []
+    for p in [p for p in ORDER if p != "tiny" and any(r["preset"] == p for r in pt)]:
+        w1, c1, w2 = thread_figures(pt, ab2, p)
+        if w1 and w2:
+            scaling.append((p, min(w1, c1) / w2))
+    if scaling:
+        out.append(("1 -> 2 threads >= 1.8x from Small up", ", ".join(f"{p} {x:.2f}x" for p, x in scaling),
+                    verdict(all(x >= 1.8 for _, x in scaling))))
+    mem = [(r["preset"], (r["peak_rss_mib"] - r["base_rss_mib"]) / r["needed_mib"]) for r in pt
+           if r["threads"] == 1 and "base_rss_mib" in r]
+    mem = list(dict(mem).items())
+    if mem:
+        out.append(("peak memory within 1.3x of what is needed (peak RSS - RSS before the model)",
+                    ", ".join(f"{p} {x:.2f}x" for p, x in mem), verdict(all(x <= 1.3 for _, x in mem))))
+    machine = d / "machine.txt"
+    cpu = [line.split(":", 1)[1].strip() for line in machine.read_text().splitlines()
+           if line.startswith(("cpu family", "model\t"))] if machine.exists() else []
+    print(f"\n#### Targets of issue 3 ({d}" + (f"; cpu family {cpu[0]}, model {cpu[1]}" if len(cpu) == 2 else "")
+          + "; figures of record come from a Zen 5, cpu family 26)\n")
+    print("| target | figures | |")
+    print("| --- | --- | --- |")
+    for target, figs, v in out:
+        print(f"| {target} | {figs} | {v} |")
+
+
 def ab_table(vs, threads):
     if not vs:
         return
@@ -47,6 +134,7 @@ def main():
     args = ap.parse_args()
     d = Path(args.dir)
 
+    targets(d)
     ab_table(rows(d / "cpu_vs_pytorch_1t.jsonl"), 1)
     ab_table(rows(d / "cpu_vs_pytorch_2t.jsonl"), 2)
 
@@ -69,8 +157,7 @@ def main():
         print("| --- " * 14 + "|")
         for p in presets:
             r1 = next(r for r in pt if r["preset"] == p)
-            w1, c1, w2 = best(pt, p, 1), best(pt, p, 1, "cpu_ms_per_step"), best(pt, p, 2)
-            w2 = min([w2] + [x for r in ab2 if r["preset"] == p for x in r["ptl_runs"]])
+            w1, c1, w2 = thread_figures(pt, ab2, p)
             g = r1["gflop_per_step"] / (c1 / 1e3)
             g2 = r1["gflop_per_step"] / (w2 / 1e3)
             q = QUIET_PYTORCH_2T.get(p)
