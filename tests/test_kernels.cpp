@@ -711,45 +711,6 @@ TEST(Simd, LinearMatchesScalarReferenceOnRaggedShapes) {
     EXPECT_EQ(cases, int(sizes.size() * sizes.size()));
 }
 
-// The MLP's GELU applied by the linear layers' tiles (linear_forward's gelu, linear_backward's
-// gelu_x) against the separate passes they replace: bitwise the same floats, on ragged shapes
-// (partial panels, partial tiles), with and without bias, and with dx overwritten or added to.
-TEST(Simd, LinearWithGeluEqualsTheSeparatePasses) {
-    const auto sizes = ragged_sizes();
-    int cases = 0;
-    for (size_t a = 0; a < sizes.size(); a++)
-        for (size_t b = 0; b < sizes.size(); b++) {
-            const int64_t M = sizes[a], N = sizes[b], K = sizes[(a + 3 * b) % sizes.size()];
-            const std::string tag = "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K);
-            const Vec x = randn(M * K, 220, 2.0f), W = randn(N * K, 221), bias = randn(N, 222);
-            for (const float* bp : {bias.data(), static_cast<const float*>(nullptr)}) {
-                Vec y(M * N), g(M * N), y2(M * N), g2(M * N);
-                linear_forward(y.data(), x.data(), W.data(), bp, M, N, K);
-                gelu_forward(g.data(), y.data(), M * N);
-                linear_forward(y2.data(), x.data(), W.data(), bp, M, N, K, g2.data());
-                ASSERT_EQ(y2, y) << "pre-activation " << tag;
-                ASSERT_EQ(g2, g) << "gelu " << tag;
-            }
-            // The backward of a layer whose input came out of a GELU of pre (here x plays the
-            // GELU's output and pre its input, same shape [M, K]).
-            const Vec dy = randn(M * N, 223), pre = randn(M * K, 224, 2.0f), prior = randn(M * K, 225);
-            for (bool acc : {false, true}) {
-                Vec dh(M * K), dW(N * K), db(N), dpre = prior;
-                linear_backward(dh.data(), false, dW.data(), false, db.data(), false, dy.data(), x.data(), W.data(), M,
-                                N, K);
-                gelu_backward(dpre.data(), acc, dh.data(), pre.data(), M * K);
-                Vec dpre2 = prior, dW2(N * K), db2(N);
-                linear_backward(dpre2.data(), acc, dW2.data(), false, db2.data(), false, dy.data(), x.data(), W.data(),
-                                M, N, K, pre.data());
-                ASSERT_EQ(dpre2, dpre) << "gradient at the GELU's input, acc " << acc << " " << tag;
-                ASSERT_EQ(dW2, dW) << tag;
-                ASSERT_EQ(db2, db) << tag;
-            }
-            cases++;
-        }
-    EXPECT_EQ(cases, int(sizes.size() * sizes.size()));
-}
-
 // pack_b against its definition, element by element: panel q holds B(p, q kCols + j) at
 // [p][j], zero past J. Both layouts of B: rows contiguous (s_j = 1) and columns contiguous
 // (s_p = 1, transposed in kW x kW register blocks, with edges in p and j below a whole block),

@@ -67,22 +67,18 @@ namespace {
 // whole run. With share = false every tensor lives for the whole run (no reuse at all).
 // Placement is greedy, largest first, each at the lowest offset that is free for its whole
 // live range (the usual offset assignment of inference runtimes); it is deterministic.
-// Op pairs run as one (fuse[i]: ops i and i + 1) count as one op: the tensors of both are live
-// for the pair's whole run.
-std::vector<size_t> plan_arena(const Program& p, const std::vector<bool>& fuse, bool share, size_t& total,
-                               size_t& live_peak) {
+std::vector<size_t> plan_arena(const Program& p, bool share, size_t& total, size_t& live_peak) {
   const size_t n = p.tensors.size();
   const int end = int(p.ops.size());
   std::vector<int> first(n, end + 1), last(n, -1);
   std::vector<bool> read(n, false);
   for (int i = 0; i < end; i++) {
     const Op& op = p.ops[size_t(i)];
-    const int t = i > 0 && fuse[size_t(i - 1)] ? i - 1 : i, t_end = fuse[size_t(i)] ? i + 1 : i;
     for (const auto* ids : {&op.inputs, &op.outputs})
       for (int id : *ids)
         if (id >= 0) {
-          first[size_t(id)] = std::min(first[size_t(id)], t);
-          last[size_t(id)] = std::max(last[size_t(id)], t_end);
+          first[size_t(id)] = std::min(first[size_t(id)], i);
+          last[size_t(id)] = std::max(last[size_t(id)], i);
         }
     for (int id : op.inputs)
       if (id >= 0) read[size_t(id)] = true;
@@ -139,37 +135,12 @@ std::vector<size_t> plan_arena(const Program& p, const std::vector<bool>& fuse, 
   return offsets;
 }
 
-// Op pairs run as one: a linear op and the GELU of its output (the product's tiles store both),
-// and a linear_backward and the gelu_backward of its dx (the tiles store the gradient at the
-// GELU's input; see linear_forward and linear_backward). The second pair skips writing that
-// dx, so only where no other op reads it, and only with shared memory: without it every
-// tensor is to hold what its op wrote.
-std::vector<bool> fused_pairs(const Program& p, bool share) {
-  const auto& ops = p.ops;
-  std::vector<int> readers(p.tensors.size(), 0);
-  for (const Op& op : ops)
-    for (int id : op.inputs)
-      if (id >= 0) readers[size_t(id)]++;
-  std::vector<bool> fuse(ops.size(), false);
-  for (size_t i = 0; i + 1 < ops.size(); i++) {
-    const Op &a = ops[i], &b = ops[i + 1];
-    if (i > 0 && fuse[i - 1]) continue;
-    if (a.kind == OpKind::linear && b.kind == OpKind::gelu && b.inputs[0] == a.outputs[0]) fuse[i] = true;
-    const int dx = a.kind == OpKind::linear_backward ? a.outputs[0] : -1;
-    if (share && dx >= 0 && b.kind == OpKind::gelu_backward && b.inputs[0] == dx && !a.accumulates(0) &&
-        readers[size_t(dx)] == 1 && !p.tensors[size_t(dx)].persistent())
-      fuse[i] = true;
-  }
-  return fuse;
-}
-
 }  // namespace
 
 Executor::Executor(Program program, TensorStore& store, bool share_memory) : program_(std::move(program)) {
   // Every non-persistent tensor in one arena, 64-byte aligned, memory shared by liveness.
   size_t total = 0;
-  fuse_next_ = fused_pairs(program_, share_memory);
-  const std::vector<size_t> offsets = plan_arena(program_, fuse_next_, share_memory, total, live_peak_);
+  const std::vector<size_t> offsets = plan_arena(program_, share_memory, total, live_peak_);
   arena_ = Buffer(total);
   ptrs_.resize(program_.tensors.size());
   for (size_t i = 0; i < program_.tensors.size(); ++i) {
@@ -194,37 +165,17 @@ void Executor::run() {
         written.insert(next.outputs.begin(), next.outputs.end());
       }
     }
-    if (fuse_next_[i]) end = i + 2;
     const auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (fuse_next_[i]) {
-      run_pair(ops[i], ops[i + 1]);
-    } else if (end - i > 1) {
+    if (end - i > 1) {
       std::vector<AdamWTensor> batch;
       for (size_t k = i; k < end; k++) batch.push_back(adamw_args(ops[k]));
       adamw_update_many(batch.data(), int64_t(batch.size()));
     } else {
       run_op(ops[i]);
     }
-    if (profile) {
-      const std::string name = fuse_next_[i] ? std::string(to_string(ops[i].kind)) + "+" + to_string(ops[i + 1].kind)
-                                             : to_string(ops[i].kind);
-      op_seconds[name] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
+    if (profile)
+      op_seconds[to_string(ops[i].kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     i = end;
-  }
-}
-
-void Executor::run_pair(const Op& a, const Op& b) {
-  auto f = [&](int id) { return id >= 0 ? static_cast<float*>(ptrs_[size_t(id)]) : nullptr; };
-  auto shape = [&](int id) -> const std::vector<int64_t>& { return program_.tensors.at(id).shape; };
-  auto numel = [&](int id) { return program_.tensors.at(id).numel(); };
-  if (a.kind == OpKind::linear) {  // y = x W^T + b, then gelu = GELU(y)
-    const int64_t K = shape(a.inputs[0]).back(), M = numel(a.inputs[0]) / K, N = shape(a.inputs[1])[0];
-    linear_forward(f(a.outputs[0]), f(a.inputs[0]), f(a.inputs[1]), f(a.inputs[2]), M, N, K, f(b.outputs[0]));
-  } else {  // linear_backward whose dx is gelu_backward's dy: dx goes straight to the GELU's input
-    const int64_t K = shape(a.inputs[1]).back(), M = numel(a.inputs[1]) / K, N = shape(a.inputs[2])[0];
-    linear_backward(f(b.outputs[0]), b.accumulates(0), f(a.outputs[1]), a.accumulates(1), f(a.outputs[2]),
-                    a.accumulates(2), f(a.inputs[0]), f(a.inputs[1]), f(a.inputs[2]), M, N, K, f(b.inputs[1]));
   }
 }
 

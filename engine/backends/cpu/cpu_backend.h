@@ -73,9 +73,7 @@ class Executor {
 
  private:
   void run_op(const Op& op);
-  void run_pair(const Op& a, const Op& b);  // ops[i] and ops[i + 1] where fuse_next_[i]
   AdamWTensor adamw_args(const Op& op);
-  std::vector<bool> fuse_next_;
   Program program_;
   Buffer arena_;
   size_t live_peak_ = 0;

@@ -89,7 +89,7 @@ namespace {
 // multiply-adds go to the zero padding.
 template <int R, int NV>
 void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t ldb, int64_t P,
-          int64_t cols, Store store, const float* bias, Act act, float* aux) {
+          int64_t cols, Store store, const float* bias) {
     vf acc[R][NV];
     // The tile's lines of C, fetched for writing while the p loop runs: C is the op's output
     // (an activation of M x N floats, or dW), mostly in L3 or memory, and R rows a row of C
@@ -118,8 +118,6 @@ void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const
             for (int v = 0; v < NV; v++) acc[r][v] += ar * b[v];
         }
     }
-    // The GELU's parts are the expressions of kernels/gelu.cpp on the same values (simd::gelu,
-    // simd::gelu_grad), so the floats are those of a separate pass.
     if (cols == NV * kW) {
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
@@ -127,39 +125,23 @@ void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const
             for (int v = 0; v < NV; v++) {
                 float* c = C + r * ldc + v * kW;
                 vf out = acc[r][v];
-                if (act == Act::gelu_grad) out = out * simd::gelu_grad(simd::load(aux + r * ldc + v * kW));
                 if (store == Store::add) out += simd::load(c);
                 else if (store == Store::bias) out += simd::load(bias + v * kW);
                 simd::store(c, out);
-                if (act == Act::gelu) simd::store(aux + r * ldc + v * kW, simd::gelu(out));
             }
         }
         return;
     }
-    // A partial panel (the last columns of C): through small buffers, zero past cols (the
-    // vector functions see whole vectors; their lanes are independent).
+    // A partial panel (the last columns of C): through a small buffer.
     for (int r = 0; r < R; r++) {
         // cols <= NV * kW, so only stored floats are read; zeroed for the compiler, which cannot see that.
         float buf[kCols] = {};
         for (int v = 0; v < NV; v++) simd::store(buf + v * kW, acc[r][v]);
         float* c = C + r * ldc;
-        float* x = aux ? aux + r * ldc : nullptr;
-        if (act == Act::gelu_grad) {
-            float xb[kCols] = {};
-            for (int64_t j = 0; j < cols; j++) xb[j] = x[j];
-            for (int v = 0; v < NV; v++)
-                simd::store(buf + v * kW, simd::load(buf + v * kW) * simd::gelu_grad(simd::load(xb + v * kW)));
-        }
         for (int64_t j = 0; j < cols; j++) {
             if (store == Store::add) c[j] += buf[j];
             else if (store == Store::bias) c[j] = buf[j] + bias[j];
             else c[j] = buf[j];
-        }
-        if (act == Act::gelu) {
-            float yb[kCols] = {};
-            for (int64_t j = 0; j < cols; j++) yb[j] = c[j];
-            for (int v = 0; v < NV; v++) simd::store(yb + v * kW, simd::gelu(simd::load(yb + v * kW)));
-            for (int64_t j = 0; j < cols; j++) x[j] = yb[j];
         }
     }
 }
@@ -167,7 +149,7 @@ void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const
 template <int NV, int... Rs>
 struct Tiles {
     using Fn = void (*)(float*, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t,
-                        Store, const float*, Act, float*);
+                        Store, const float*);
     static constexpr Fn table[] = {nullptr, &tile<Rs, NV>...};
 };
 
@@ -179,13 +161,13 @@ constexpr auto make_tiles(std::integer_sequence<int, Is...>) {
 }  // namespace
 
 void gemm_panel(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t ldb,
-                int64_t P, int64_t cols, int64_t rows, Store store, const float* bias, Act act, float* aux) {
+                int64_t P, int64_t cols, int64_t rows, Store store, const float* bias) {
     constexpr auto wide = make_tiles<kNV>(std::make_integer_sequence<int, kRows>{});
     constexpr auto narrow = make_tiles<1>(std::make_integer_sequence<int, kRows>{});
     const auto& table = cols <= kW ? narrow.table : wide.table;
     for (int64_t i = 0; i < rows; i += kRows) {
         const int64_t r = std::min<int64_t>(kRows, rows - i);
-        table[r](C + i * ldc, ldc, A + i * a_i, a_i, a_p, Bp, ldb, P, cols, store, bias, act, aux ? aux + i * ldc : nullptr);
+        table[r](C + i * ldc, ldc, A + i * a_i, a_i, a_p, Bp, ldb, P, cols, store, bias);
     }
 }
 

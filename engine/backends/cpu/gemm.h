@@ -40,15 +40,6 @@ enum class Store {
     bias,       // C = sum + bias[j]
 };
 
-// What a tile does with its finished sum besides Store's part: the GELU of a layer's MLP, applied
-// where the product's tile is still in registers instead of in a pass of its own over memory
-// (see linear_forward and linear_backward). aux is a matrix with C's row stride, at C's offset.
-enum class Act {
-    none,
-    gelu,       // C is a GELU's input: aux = gelu(C) as well (after the bias)
-    gelu_grad,  // C is the gradient at a GELU's input x = aux: the sum times gelu'(x) (before add)
-};
-
 inline int64_t panels(int64_t J) { return (J + kCols - 1) / kCols; }
 inline size_t packed_floats(int64_t P, int64_t J) { return size_t(P) * size_t(panels(J) * kCols); }
 
@@ -74,12 +65,11 @@ inline float* scratch(std::vector<float>& v, size_t n) {
 inline const float* panel(const float* packed, int64_t P, int64_t q) { return packed + q * P * kCols; }
 
 // C[0, rows) x [0, cols) against one panel Bp (cols <= kCols valid columns), summing over the
-// first P rows of the panel. C and A point at the first row, C, bias and aux at the panel's
-// first column. Bp's rows are ldb floats apart: kCols for a packed panel, or the row stride of a
+// first P rows of the panel. C and A point at the first row, C and bias at the panel's first
+// column. Bp's rows are ldb floats apart: kCols for a packed panel, or the row stride of a
 // row-major B read in place (then all kCols columns of every row must be readable).
 void gemm_panel(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t ldb,
-                int64_t P, int64_t cols, int64_t rows, Store store, const float* bias = nullptr, Act act = Act::none,
-                float* aux = nullptr);
+                int64_t P, int64_t cols, int64_t rows, Store store, const float* bias = nullptr);
 
 // The whole product C[I, J] on the calling thread, with B packed with P_packed >= P rows (only
 // the first P are used). Used inside attention's per-head tasks.

@@ -37,15 +37,11 @@ void layernorm_backward(float* dx, bool acc_dx, float* dw, bool acc_dw, float* d
                         const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
                         int64_t N, int64_t C);
 
-// linear.cpp: y[M,N] = x[M,K] W[N,K]^T + b[N] (b may be null). With gelu: also gelu[M,N] =
-// GELU(y), the same floats as gelu_forward(gelu, y) after it.
-void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K,
-                    float* gelu = nullptr);
+// linear.cpp: y[M,N] = x[M,K] W[N,K]^T + b[N] (b may be null).
+void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K);
 // dx[M,K] (+)= dy W ; dW[N,K] (+)= dy^T x ; db[N] (+)= column sums of dy. Any output may be null.
-// With gelu_x (the input of a GELU whose output is x): dx (+)= (dy W) o GELU'(gelu_x), the
-// gradient at the GELU's input, the same floats as gelu_backward(dx, acc_dx, dy W, gelu_x).
 void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, bool acc_db, const float* dy,
-                     const float* x, const float* W, int64_t M, int64_t N, int64_t K, const float* gelu_x = nullptr);
+                     const float* x, const float* W, int64_t M, int64_t N, int64_t K);
 
 // attention.cpp: causal multi-head attention, scores scaled by 1/sqrt(C/H), softmax in fp32.
 void attention_forward(float* y, float* lse, const float* q, const float* k, const float* v, int64_t B,

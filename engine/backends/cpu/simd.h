@@ -100,19 +100,6 @@ inline vf erf(vf x) {
     return erf(x, unused);
 }
 
-// Exact GELU, x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (PyTorch's nn.GELU() default), and its
-// derivative Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) the normal density. erf(x /
-// sqrt 2) computes that exp on its way: taken from it, the derivative has one exp per element
-// instead of two (Medium's fc layer at one thread, 786k floats: 0.73 -> 0.48 ms). Here, not in
-// kernels/gelu.cpp, because the matrix products apply them too, to the tiles they store (see
-// gemm::Act): every caller then gets the same floats from the same inline code.
-inline vf gelu(vf x) { return 0.5f * x * (1.0f + erf(x * 0.70710678118654752440f)); }
-inline vf gelu_grad(vf x) {
-    vf exp_half_x2;  // exp(-(x / sqrt 2)^2) = exp(-x^2 / 2)
-    const vf cdf = 0.5f * (1.0f + erf(x * 0.70710678118654752440f, exp_half_x2));
-    return cdf + x * (exp_half_x2 * 0.39894228040143267794f);  // 1 / sqrt(2 pi)
-}
-
 // Scalar versions through the same code, for loop tails (so a tail element gets exactly the
 // value it would get inside a vector).
 inline float exp1(float x) { return exp(splat(x))[0]; }

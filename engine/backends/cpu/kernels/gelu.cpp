@@ -1,12 +1,9 @@
 // Exact GELU: y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), Phi the standard normal CDF
 // (PyTorch's nn.GELU() default, not the tanh approximation).
 //
-// Vectorised with simd::gelu and simd::gelu_grad (erf and exp by the formulas of PyTorch's
-// vectorised CPU kernel), threaded over contiguous ranges; every element is independent, so the
-// split cannot change any result. The tail of a range goes through the same vector code on a
-// padded copy. The linear layers apply the same functions to the tiles they store where a
-// product feeds a GELU (linear_forward's and linear_backward's `gelu` argument), which spares
-// these passes over memory; the floats are the same.
+// Vectorised with simd::erf and simd::exp (the formulas PyTorch's vectorised CPU kernel uses),
+// threaded over contiguous ranges; every element is independent, so the split cannot change
+// any result. The tail of a range goes through the same vector code on a padded copy.
 #include <algorithm>
 
 #include "engine/backends/cpu/kernels.h"
@@ -19,8 +16,20 @@ namespace {
 
 using simd::kW;
 using simd::vf;
-using simd::gelu;
-using simd::gelu_grad;
+
+constexpr float kInvSqrt2 = 0.70710678118654752440f;    // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;  // 1 / sqrt(2 pi)
+
+inline vf gelu(vf x) { return 0.5f * x * (1.0f + simd::erf(x * kInvSqrt2)); }
+
+// d/dx [x Phi(x)] = Phi(x) + x phi(x), with phi(x) = exp(-x^2 / 2) / sqrt(2 pi) the normal density.
+// erf(x / sqrt 2) computes that exp on its way: taken from it, the backward has one exp per
+// element instead of two (Medium's fc layer at one thread, 786k floats: 0.73 -> 0.48 ms).
+inline vf gelu_grad(vf x) {
+    vf exp_half_x2;  // exp(-(x / sqrt 2)^2) = exp(-x^2 / 2)
+    const vf cdf = 0.5f * (1.0f + simd::erf(x * kInvSqrt2, exp_half_x2));
+    return cdf + x * (exp_half_x2 * kInvSqrt2Pi);
+}
 
 // Loads n < kW floats, zero-filling the rest.
 inline vf load_part(const float* p, int64_t n) {

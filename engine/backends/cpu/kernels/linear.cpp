@@ -21,7 +21,6 @@
 #include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/thread_pool.h"
-#include "engine/error.h"
 
 namespace ptl::cpu {
 
@@ -157,11 +156,6 @@ struct Product {
     // blocks since session 11: see plan().)
     int64_t block_rows = kBlockRows;
 
-    // A GELU applied by the tiles as they store C (see gemm::Act), aux at C's offsets with C's
-    // row stride. Only for products summed in one pass (whole_p), whose tiles store final sums.
-    gemm::Act act = gemm::Act::none;
-    float* aux = nullptr;
-
     int64_t panels() const { return gemm::panels(J); }
     int64_t row_blocks() const { return (I + block_rows - 1) / block_rows; }
     bool split_p() const { return partial || chunk_outer; }
@@ -262,7 +256,7 @@ struct Product {
             const bool first = p0 == 0;
             gemm::gemm_panel(C + i0 * ldc + j0, ldc, a + p0 * ap, ai, ap, bp + p0 * ldb, ldb,
                              std::min(chunk, P - p0), cols, rows, first ? store : Store::add,
-                             first && bias ? bias + j0 : nullptr, act, aux ? aux + i0 * ldc + j0 : nullptr);
+                             first && bias ? bias + j0 : nullptr);
         }
     }
     // C += the partials, in chunk order, over rows [r0, r1) of C.
@@ -392,30 +386,17 @@ void run_products(const std::vector<Product>& ps) {
 
 thread_local std::vector<float> t_pack_a, t_pack_b, t_partial, t_strips, t_db;
 
-// A product whose tiles apply a GELU as they store C (see Product::act).
-void apply_gelu(Product& p, gemm::Act act, float* aux) {
-    check(p.whole_p && !p.a_columns && !p.by_chunk(), "a GELU can only follow a product summed in one pass");
-    p.act = act;
-    p.aux = aux;
-}
-
 }  // namespace
 
-// The GELU of the MLP (fc_in, GELU, fc_out) rides on the products next to it: the fc_in forward's
-// tiles store GELU(y) next to y, and the fc_out backward's dx tiles store the gradient at the
-// GELU's input instead of at its output (the executor fuses the op pairs; cpu_backend.cpp).
-// Separate passes read and write Medium's 3 MB activations through L3 or memory twice more.
-void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K,
-                    float* gelu) {
+void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K) {
     // B(k, n) = W[n, k]: packed straight from W's rows, no transposed copy.
     Product p{y, N, x, K, 1, W, 1, K, M, N, K, b ? Store::bias : Store::overwrite, b, nullptr};
     plan(p, t_pack_a);
-    if (gelu) apply_gelu(p, gemm::Act::gelu, gelu);
     run_products({p});
 }
 
 void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, bool acc_db, const float* dy,
-                     const float* x, const float* W, int64_t M, int64_t N, int64_t K, const float* gelu_x) {
+                     const float* x, const float* W, int64_t M, int64_t N, int64_t K) {
     // y[m, n] = sum_k x[m, k] W[n, k] + b[n], so
     //   dx[m, k] = sum_n dy[m, n] W[n, k]   (dx = dy W)
     //   dW[n, k] = sum_m dy[m, n] x[m, k]   (dW = dy^T x)
@@ -424,8 +405,6 @@ void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, 
     if (dx) {
         Product p{dx, K, dy, N, 1, W, K, 1, M, K, N, acc_dx ? Store::add : Store::overwrite, nullptr, nullptr};
         plan(p, t_pack_a);
-        // The tiles read gelu_x only (const_cast: Act::gelu_grad never writes aux).
-        if (gelu_x) apply_gelu(p, gemm::Act::gelu_grad, const_cast<float*>(gelu_x));
         ps.push_back(p);
     }
     if (dW) {
