@@ -2,6 +2,9 @@
 # Every measurement of docs/performance.md, one after the other (never two at once), into docs/bench/:
 #   bench/run_all.sh [presets]        (default tiny,small,medium,large,xl,huge)
 # PTL_BENCH_ROUNDS (default 2): rounds of the alternated runs of steps 1 and 2.
+# PTL_BENCH_OUT (default docs/bench): the folder for the JSON and machine.txt, so that a run
+# which is not to replace the run of record (another CPU, a trial) goes straight to a folder of
+# its own, e.g. PTL_BENCH_OUT=docs/bench/run_Z_<cpu>_<commit>; bench/table.py reads any folder.
 # Then: /usr/bin/python3 bench/plot.py docs/bench/cpu_vs_pytorch_2t.jsonl --scaling docs/bench/ptl_threads.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +19,7 @@ PTL="${PTL:-build-perf/ptl}"
 # of 14 runs that followed a 1-thread run; none of 8 without chrt). Run nothing else meanwhile.
 RT=(); RTFLAG=()
 if [[ "${PTL_BENCH_REALTIME:-0}" == 1 ]] && chrt -f 50 true 2>/dev/null; then RT=(chrt -f 50); RTFLAG=(--realtime); fi
-OUT=docs/bench
+OUT="${PTL_BENCH_OUT:-docs/bench}"
 mkdir -p "$OUT"
 # The model name here is only "AMD EPYC"; family and model tell the CPUs apart: the figures of
 # record are from a Zen 5 (family 26, full-width AVX-512), but this VM has also come up on a Zen 4

@@ -77,3 +77,16 @@ def test_matmul_verdict_takes_the_median_of_the_rounds(tmp_path):
     figures, verdict = verdicts(tmp_path)["matmul >= 0.9 of OpenBLAS at the presets' shapes, 1 thread(s)"]
     assert verdict == "**NOT MET**"
     assert figures.startswith("1 of 2; lowest small fc_in forward 0.88, tiny fc_in forward 0.92")
+
+
+def test_mfu_is_against_the_peak_the_run_measured(tmp_path):
+    # The 1-thread peak comes from the run's own ptl bench lines (a Zen 4 measures about half a
+    # Zen 5's), unless --peak says otherwise.
+    one = dict(bench("small", 1, 20.0, 20.0), peak_gflops=101.0)
+    write(tmp_path / "ptl_threads.jsonl", [one, bench("small", 2, 10.0, 20.0)])
+    table = str(REPO / "bench" / "table.py")
+    out = subprocess.run([sys.executable, table, str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    assert "MFU against 101 GFLOP/s" in out
+    out = subprocess.run([sys.executable, table, str(tmp_path), "--peak", "50"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "MFU against 50 GFLOP/s" in out
