@@ -300,9 +300,11 @@ void add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure training-step speed, GFLOP/s and memory of the presets");
   cmd->add_option("--presets", a->presets, "Comma-separated presets")->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Timed steps per preset (the median is reported)")->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "Untimed steps first")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Threads (default: $PTL_THREADS or all cores)");
+  cmd->add_option("--steps", a->steps, "Timed steps per preset (the median is reported)")
+      ->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--warmup", a->warmup, "Untimed steps first")->capture_default_str()->check(at_least(0));
+  cmd->add_option("--threads", a->threads, "Threads (default: $PTL_THREADS or all cores)")->check(at_least(1));
   cmd->add_option("--peak-gflops", a->peak_gflops, "Peak GFLOP/s for MFU (default: measure a 2048^3 matmul)");
   cmd->add_flag("--ops", a->ops, "Per-op time breakdown");
   cmd->add_flag("--json", a->json, "One JSON object per preset and line");

@@ -2,7 +2,28 @@
 // The `ptl` subcommands. Each registers its options on a CLI11 subcommand and runs when chosen.
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace ptl::cli {
+
+// A whole-number option's lower bound, with a message a person can read ("--batch: must be at
+// least 1, got 0"; CLI11's PositiveNumber prints its whole double range). Options whose 0 means
+// "not given, use the default" take at_least(1), so that an explicit 0 is an error, not the default.
+inline CLI::Validator at_least(long long min) {
+  return CLI::Validator(
+      [min](std::string& s) -> std::string {
+        size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != s.size()) return "expects a whole number, got '" + s + "'";
+        return v >= min ? std::string() : "must be at least " + std::to_string(min) + ", got " + s;
+      },
+      min == 0 ? "NONNEGATIVE" : min == 1 ? "POSITIVE" : ">=" + std::to_string(min));
+}
 
 void add_train(CLI::App& app);
 void add_sample(CLI::App& app);

@@ -39,11 +39,11 @@ ModelConfig model_from(const ModelArgs& a, int* batch) {
 
 void add_model_options(CLI::App* cmd, ModelArgs& a) {
   cmd->add_option("--preset", a.preset, "Model preset")->capture_default_str();
-  cmd->add_option("--batch", a.batch, "Batch size (default: the preset's)");
-  cmd->add_option("--layers", a.layers, "Override the number of layers");
-  cmd->add_option("--d-model", a.d_model, "Override the width");
-  cmd->add_option("--heads", a.heads, "Override the number of heads");
-  cmd->add_option("--ctx", a.ctx, "Override the context length");
+  cmd->add_option("--batch", a.batch, "Batch size (default: the preset's)")->check(at_least(1));
+  cmd->add_option("--layers", a.layers, "Override the number of layers")->check(at_least(1));
+  cmd->add_option("--d-model", a.d_model, "Override the width")->check(at_least(1));
+  cmd->add_option("--heads", a.heads, "Override the number of heads")->check(at_least(1));
+  cmd->add_option("--ctx", a.ctx, "Override the context length")->check(at_least(1));
 }
 
 void run_init(const ModelArgs& a) {

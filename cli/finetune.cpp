@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/commands.h"
 #include "cli/progress.h"
 #include "engine/error.h"
 #if __has_include("engine/backends/cpu/thread_pool.h")
@@ -30,18 +31,21 @@ void add_finetune_options(CLI::App* cmd, FinetuneArgs& a) {
   cmd->add_option("--base", a.base, "Base model checkpoint (.tinygpt)")->required();
   cmd->add_option("--data", a.data, "Training data: FILE.jsonl = SFT examples, any other file = plain text")->required();
   cmd->add_option("--out", a.out, "Output folder")->required();
-  cmd->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str()->check(at_least(1));
   cmd->add_option("--lr", a.lr, "Peak learning rate")->capture_default_str();
-  cmd->add_option("--batch", a.batch, "Sequences per batch (default: the base run's)");
+  cmd->add_option("--batch", a.batch, "Sequences per batch (default: the base run's)")->check(at_least(1));
   cmd->add_option("--schedule", a.schedule, "Learning-rate schedule")
       ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
-  cmd->add_option("--warmup", a.warmup, "Warm-up steps (default: min(100, steps/10))");
+  cmd->add_option("--warmup", a.warmup, "Warm-up steps (default: min(100, steps/10))")->check(at_least(0));
   cmd->add_option("--seed", a.seed, "Seed for the adapters and the data order")->capture_default_str();
   cmd->add_option("--eval-every", a.eval_every, "Validation loss and a save every N steps (0 = only at the end)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   cmd->add_option("--log-every", a.log_every, "When stdout is not a terminal, print a line every N steps")
-      ->capture_default_str();
-  cmd->add_option("--threads", a.threads, "CPU threads (default: $PTL_THREADS, else all cores)");
+      ->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--threads", a.threads, "CPU threads (default: $PTL_THREADS, else all cores)")
+      ->check(at_least(1));
 }
 
 std::unique_ptr<Trainer> setup_finetune(const FinetuneArgs& a) {

@@ -110,7 +110,8 @@ void add_info(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("info", "Describe a checkpoint or a preset: config, parameters, memory");
   cmd->add_option("checkpoint", a->checkpoint, "Checkpoint to describe");
   cmd->add_option("--preset", a->preset, "Describe a preset instead");
-  cmd->add_option("--batch", a->batch, "Batch size for the memory estimate (default: the run's or preset's)");
+  cmd->add_option("--batch", a->batch, "Batch size for the memory estimate (default: the run's or preset's)")
+      ->check(at_least(1));
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([a]() { run_info(*a); });
 }

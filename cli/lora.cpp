@@ -248,8 +248,10 @@ void add_lora(CLI::App& app) {
   bench->add_option("--rank", b->rank, "Adapter rank")->capture_default_str();
   bench->add_option("--alpha", b->alpha, "Adapter alpha")->capture_default_str();
   bench->add_option("--targets", b->targets, "Adapted projections")->capture_default_str();
-  bench->add_option("--steps", b->steps, "Timed steps per side (median reported)")->capture_default_str();
-  bench->add_option("--warmup", b->warmup, "Untimed steps per side first")->capture_default_str();
+  bench->add_option("--steps", b->steps, "Timed steps per side (median reported)")
+      ->capture_default_str()
+      ->check(at_least(1));
+  bench->add_option("--warmup", b->warmup, "Untimed steps per side first")->capture_default_str()->check(at_least(0));
   bench->add_flag("--json", b->json, "Print JSON");
   bench->callback([b]() { run_lora_bench(*b); });
 }

@@ -84,7 +84,7 @@ void add_sample(CLI::App& app) {
   cmd->add_option("checkpoint", a->checkpoint, "Checkpoint (.tinygpt or .safetensors)")->required();
   cmd->add_option("--adapter", a->adapter, "LoRA adapter (.tinygpt-lora) trained on this checkpoint");
   cmd->add_option("--prompt", a->prompt, "Text to continue (default: start of a new line)");
-  cmd->add_option("--max-tokens", a->max_tokens, "Bytes to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-tokens", a->max_tokens, "Bytes to generate")->capture_default_str()->check(at_least(0));
   cmd->add_option("--temperature", a->opt.temperature, "0 = greedy; higher = more random")->capture_default_str();
   cmd->add_option("--top-k", a->opt.top_k, "Keep only the k most likely bytes (0 = off)")->capture_default_str();
   cmd->add_option("--top-p", a->opt.top_p, "Nucleus sampling: keep the most likely bytes up to this mass (1 = off)")

@@ -186,25 +186,28 @@ void add_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--data", a->data, "Training text (default: TinyShakespeare from $PTL_DATA_DIR or ../shared/data)");
   cmd->add_option("--steps", a->steps, "Total optimizer steps (the schedule spans these)")->capture_default_str();
-  cmd->add_option("--until", a->until, "Stop after this step (the schedule still plans for --steps; resume later)");
-  cmd->add_option("--batch", a->batch, "Sequences per batch (default: the preset's)");
+  cmd->add_option("--until", a->until, "Stop after this step (the schedule still plans for --steps; resume later)")
+      ->check(at_least(1));
+  cmd->add_option("--batch", a->batch, "Sequences per batch (default: the preset's)")->check(at_least(1));
   cmd->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
   cmd->add_option("--schedule", a->schedule, "Learning-rate schedule")
       ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "Warm-up steps (default: min(100, steps/10))");
+  cmd->add_option("--warmup", a->warmup, "Warm-up steps (default: min(100, steps/10))")->check(at_least(0));
   cmd->add_option("--seed", a->seed, "Seed for the weights and the batches")->capture_default_str();
   cmd->add_option("--eval-every", a->eval_every, "Validation loss and checkpoint every N steps")->capture_default_str();
   cmd->add_option("--sample-every", a->sample_every, "Print a text sample every N steps (0 = never)")->capture_default_str();
   cmd->add_option("--log-every", a->log_every, "When stdout is not a terminal, print a line every N steps")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(1));
   cmd->add_option("--out", a->out, "Output folder for model.tinygpt and metrics.jsonl (default: runs/<time>)");
   cmd->add_option("--resume", a->resume, "Continue the run saved in this checkpoint");
-  cmd->add_option("--layers", a->layers, "Override the preset's number of layers");
-  cmd->add_option("--d-model", a->d_model, "Override the preset's width");
-  cmd->add_option("--heads", a->heads, "Override the preset's number of heads");
-  cmd->add_option("--ctx", a->ctx, "Override the preset's context length");
+  cmd->add_option("--layers", a->layers, "Override the preset's number of layers")->check(at_least(1));
+  cmd->add_option("--d-model", a->d_model, "Override the preset's width")->check(at_least(1));
+  cmd->add_option("--heads", a->heads, "Override the preset's number of heads")->check(at_least(1));
+  cmd->add_option("--ctx", a->ctx, "Override the preset's context length")->check(at_least(1));
   auto threads = std::make_shared<int>(0);
-  cmd->add_option("--threads", *threads, "CPU threads (default: $PTL_THREADS, else all cores)");
+  cmd->add_option("--threads", *threads, "CPU threads (default: $PTL_THREADS, else all cores)")
+      ->check(at_least(1));
   cmd->callback([a, cmd, threads]() { if (*threads > 0) cpu::set_num_threads(*threads); run_train(*a, *cmd); });
 }
 

@@ -189,6 +189,36 @@ TEST(Cli, BadInputGivesOneLineErrors) {
   expect_error(ptl_cli("sample nothing-here.tinygpt", d), "no such file");
 }
 
+// Options whose absence means "the preset's" or "all cores" (stored as 0) refuse an explicit 0 or
+// a negative number instead of quietly taking the default (before: `--layers 0` trained the
+// preset's layers, `--threads -2` ran on all cores, `--until 0` ran every step, `--warmup -3`
+// took the default warm-up), with a message that names the option.
+TEST(Cli, CountOptionsRejectZeroAndNegativeNumbers) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(5000));
+  const std::pair<std::string, std::string> cases[] = {
+      {"train --preset tiny --data t.txt --out r --batch 0", "--batch: must be at least 1, got 0"},
+      {"train --preset tiny --data t.txt --out r --layers 0", "--layers: must be at least 1, got 0"},
+      {"train --preset tiny --data t.txt --out r --ctx -8", "--ctx: must be at least 1, got -8"},
+      {"train --preset tiny --data t.txt --out r --threads -2", "--threads: must be at least 1, got -2"},
+      {"train --preset tiny --data t.txt --out r --batch 2.5", "--batch: expects a whole number, got '2.5'"},
+      {"train --preset tiny --data t.txt --out r --until 0", "--until: must be at least 1, got 0"},
+      {"train --preset tiny --data t.txt --out r --warmup -3", "--warmup: must be at least 0, got -3"},
+      {"train --preset tiny --data t.txt --out r --log-every 0", "--log-every: must be at least 1, got 0"},
+      {"bench --presets tiny --threads 0", "--threads: must be at least 1, got 0"},
+      {"bench --presets tiny --steps 0", "--steps: must be at least 1, got 0"},
+      {"lora bench --presets tiny --warmup -1", "--warmup: must be at least 0, got -1"},
+      {"info --preset tiny --batch 0", "--batch: must be at least 1, got 0"},
+      {"sample nothing.tinygpt --max-tokens -1", "--max-tokens: must be at least 0, got -1"},
+  };
+  for (const auto& [args, phrase] : cases) {
+    const CliRun r = ptl_cli(args, d);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(phrase), std::string::npos) << args << "\nstderr: " << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(d.file("r"))) << "a refused command wrote its run folder";
+}
+
 TEST(Cli, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
   test::TempDir d;
   write(d.file("t.txt"), test::synthetic_text(5000));
