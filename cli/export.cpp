@@ -98,7 +98,7 @@ void add_export(CLI::App& app) {
   prog->add_option("checkpoint", b->checkpoint, "Take the model config from this checkpoint instead of --preset");
   prog->add_option("--program", b->program, "Which program")
       ->check(CLI::IsMember({"train", "eval", "forward", "generate", "inspect"}))->capture_default_str();
-  prog->add_option("--seq", b->seq, "Tokens per row (default: the context)");
+  prog->add_option("--seq", b->seq, "Tokens per row (default: the context)")->check(at_least(1));
   prog->add_option("--out", b->out, "File to write (default: stdout)");
   prog->callback([b]() { run_program(*b); });
 }

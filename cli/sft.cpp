@@ -93,8 +93,9 @@ void add_sft(CLI::App& app) {
   ev->add_option("checkpoint", e->checkpoint, "Checkpoint")->required();
   ev->add_option("--adapter", e->adapter, "LoRA adapter to apply to the checkpoint");
   ev->add_option("--data", e->data, "Examples (.jsonl); each last assistant message is the expected reply")->required();
-  ev->add_option("--max-tokens", e->max_tokens, "Longest reply to generate (default: the context length)");
-  ev->add_option("--show", e->show, "Print this many wrong replies")->capture_default_str();
+  ev->add_option("--max-tokens", e->max_tokens, "Longest reply to generate (default: the context length)")
+      ->check(at_least(1));
+  ev->add_option("--show", e->show, "Print this many wrong replies")->capture_default_str()->check(at_least(0));
   ev->add_flag("--json", e->json, "Print one JSON object {examples, exact_match, accuracy, ended, failures}");
   ev->callback([e]() { run_sft_eval(*e); });
 }

@@ -210,6 +210,8 @@ TEST(Cli, CountOptionsRejectZeroAndNegativeNumbers) {
       {"lora bench --presets tiny --warmup -1", "--warmup: must be at least 0, got -1"},
       {"info --preset tiny --batch 0", "--batch: must be at least 1, got 0"},
       {"sample nothing.tinygpt --max-tokens -1", "--max-tokens: must be at least 0, got -1"},
+      {"sft-eval nothing.tinygpt --data t.jsonl --max-tokens 0", "--max-tokens: must be at least 1, got 0"},
+      {"program --preset tiny --seq -5", "--seq: must be at least 1, got -5"},
   };
   for (const auto& [args, phrase] : cases) {
     const CliRun r = ptl_cli(args, d);
