@@ -40,6 +40,15 @@ class Chart {
 
 const axis = (label: string): uPlot.Axis => ({ label, stroke: 'currentColor', grid: { stroke: 'rgba(128,128,128,0.2)' }, ticks: { stroke: 'rgba(128,128,128,0.4)' } });
 
+// 80,000 -> "80k": uPlot's own tick labels ("80,000") are wider than its default axis and ran
+// into the rotated axis label of the tokens/s chart.
+export const compactNumber = (v: number): string => {
+  const a = Math.abs(v);
+  if (a >= 1e6) return `${+(v / 1e6).toFixed(1)}M`;
+  if (a >= 1e3) return `${+(v / 1e3).toFixed(1)}k`;
+  return `${+v.toFixed(2)}`;
+};
+
 export class Dashboard {
   private loss: Chart;
   private readonly speed: Chart;
@@ -51,7 +60,7 @@ export class Dashboard {
   constructor(els: { loss: HTMLElement; speed: HTMLElement; lr: HTMLElement; norm: HTMLElement }) {
     this.lossEl = els.loss;
     this.loss = this.makeLoss();
-    this.speed = new Chart(els.speed, { title: 'Tokens per second', series: [{ label: 'step' }, { label: 'tokens/s', stroke: '#2a9d8f', width: 1.5 }], axes: [axis('step'), axis('tokens/s')], legend: { show: false } }, 2);
+    this.speed = new Chart(els.speed, { title: 'Tokens per second', series: [{ label: 'step' }, { label: 'tokens/s', stroke: '#2a9d8f', width: 1.5 }], axes: [axis('step'), { ...axis('tokens/s'), values: (_u, vals) => vals.map(compactNumber) }], legend: { show: false } }, 2);
     this.lr = new Chart(els.lr, { title: 'Learning rate', series: [{ label: 'step' }, { label: 'lr', stroke: '#e76f51', width: 1.5 }], axes: [axis('step'), { ...axis('lr'), size: 70, values: (_u, vals) => vals.map((v) => (v === 0 ? '0' : v.toExponential(1))) }], legend: { show: false } }, 2);
     this.norm = new Chart(els.norm, { title: 'Gradient norm (before clipping)', series: [{ label: 'step' }, { label: 'grad norm', stroke: '#8338ec', width: 1.5 }], axes: [axis('step'), axis('norm')], legend: { show: false } }, 2);
   }
@@ -62,7 +71,8 @@ export class Dashboard {
       scales: { y: this.logScale ? { distr: 3 } : {} },
       series: [
         { label: 'step' },
-        { label: 'train', stroke: '#264653', width: 1.5 },
+        // A validation row has no train loss (null): span it, or the line breaks at every evaluation.
+        { label: 'train', stroke: '#264653', width: 1.5, spanGaps: true },
         { label: 'validation', stroke: '#e9c46a', width: 0, points: { show: true, size: 7, fill: '#e9c46a' } },
         { label: 'untrained (ln 256)', stroke: '#999', dash: [6, 4], width: 1, points: { show: false } },
       ],
