@@ -71,6 +71,12 @@ test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; downl
     await page.setInputFiles('#open-file', file);
     await page.waitForFunction(() => document.body.dataset.opened === 'downloaded.tinygpt');
     assert.match(await page.textContent('#status'), /Opened downloaded\.tinygpt: .* step 30/);
+    // Its loss history is back on the chart, and its last losses in the boxes (those of step 30).
+    assert.ok(Number(await page.getAttribute('body', 'data-history-rows')) > 0, 'loss history rows drawn');
+    const last = info.last_loss;
+    assert.equal(last.step, 30);
+    assert.equal(await page.textContent('#s-loss'), last.train_loss.toFixed(4), 'train loss box: the checkpoint\'s');
+    assert.equal(await page.textContent('#s-val'), last.val_loss.toFixed(4), 'val loss box: the checkpoint\'s');
 
     // A corrupt file: a clear error, and the current model is still there.
     await page.setInputFiles('#open-file', { name: 'broken.tinygpt', mimeType: 'application/octet-stream', buffer: Buffer.from('this is not a checkpoint at all, just text') });

@@ -110,6 +110,18 @@ export class Dashboard {
     for (const r of this.rows) this.loss.push(r);
   }
 
+  /** A checkpoint's loss history, [step, train | null, val | null] rows as ptl and this page
+   *  write them: the loss chart only (a checkpoint keeps no speed, learning rate or norm). */
+  history(rows: [number, number | null, number | null][]): void {
+    for (const [step, train, val] of rows) {
+      if (train !== null) this.rows.push([step, train, null, UNTRAINED_LOSS]);
+      if (val !== null) this.rows.push([step, null, val, UNTRAINED_LOSS]);
+    }
+    this.rows.sort((a, b) => a[0]! - b[0]!);
+    this.loss.reset();
+    for (const r of this.rows) this.loss.push(r);
+  }
+
   reset(): void {
     this.rows = [];
     for (const c of [this.loss, this.speed, this.lr, this.norm]) c.reset();

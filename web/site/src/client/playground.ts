@@ -2,6 +2,7 @@
 import presets from '../generated/presets.json';
 import { selectBuild, type Variant as BuildVariant } from '../../../src/engine/select.js';
 import { Dashboard } from './charts.js';
+import { checkpointHistoryRows } from './runs.js';
 import { HfError, loadHfDataset, tinyShakespeare } from './corpus.js';
 import type { Backend, InspectResult, ModelSummary, RunSettings, RunState, Variant } from './protocol.js';
 import { Session } from './session.js';
@@ -432,14 +433,28 @@ async function download(): Promise<void> {
 }
 
 async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
+  // The loss history in the checkpoint's header (read before the bytes go to the worker); a
+  // checkpoint without one (older, or converted from elsewhere) opens with empty charts.
+  let history: [number, number | null, number | null][] = [];
+  try {
+    history = checkpointHistoryRows(bytes, name);
+  } catch {
+    history = [];
+  }
   try {
     const r = await session.call('open', { bytes, name });
     model = r;
     dash.reset();
+    dash.history(history);
     $('samples').replaceChildren();
+    for (const id of ['s-loss', 's-val', 's-ppl', 's-bpb', 's-tps', 's-eta']) $(id).textContent = '–';
     const info = r.info;
+    const lastTrain = history.filter(([, t]) => t !== null).at(-1)?.[1] ?? undefined;
+    const lastVal = history.filter(([, , v]) => v !== null).at(-1)?.[2] ?? undefined;
     $<HTMLInputElement>('steps').value = String(Math.max(info.train.steps, info.step));
-    showStats(info.step, Math.max(info.train.steps, info.step));
+    showStats(info.step, Math.max(info.train.steps, info.step), lastTrain);
+    if (lastVal !== undefined) showEval(lastVal);
+    document.body.dataset['historyRows'] = String(history.length);
     status(`Opened ${name}: ${info.model.n_layers} layers × d ${info.model.d_model}, ${info.param_count.toLocaleString()} parameters, step ${info.step}.`, 'ok');
     document.body.dataset['opened'] = name;
   } catch (e) {

@@ -37,7 +37,8 @@ export function parseMetrics(text: string, name: string): Run {
   return { name, points: [...points.values()].sort((a, b) => a.step - b.step) };
 }
 
-export function parseCheckpointHistory(bytes: Uint8Array, name: string): Run {
+/** The loss_history rows of a checkpoint's header: [step, train | null, val | null]. */
+export function checkpointHistoryRows(bytes: Uint8Array, name: string): [number, number | null, number | null][] {
   if (bytes.length < 8) throw new Error(`${name}: too short to be a checkpoint`);
   const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
   if (n <= 0 || 8 + n > bytes.length) throw new Error(`${name}: not a safetensors checkpoint (header length ${n})`);
@@ -49,7 +50,11 @@ export function parseCheckpointHistory(bytes: Uint8Array, name: string): Run {
   }
   const hist = header.__metadata__?.['loss_history'];
   if (!hist) throw new Error(`${name}: the checkpoint has no loss history`);
-  const rows = JSON.parse(hist) as [number, number | null, number | null][];
+  return JSON.parse(hist) as [number, number | null, number | null][];
+}
+
+export function parseCheckpointHistory(bytes: Uint8Array, name: string): Run {
+  const rows = checkpointHistoryRows(bytes, name);
   const points = rows.map(([step, train, val]) => ({ step, ...(train !== null ? { train } : {}), ...(val !== null && val !== undefined ? { val } : {}) }));
   if (points.length === 0) throw new Error(`${name}: the loss history is empty`);
   return { name, points };
