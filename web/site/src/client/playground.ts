@@ -79,7 +79,9 @@ function describePreset(): void {
   const s = settings();
   const mem = p.training_bytes * (s.batch / p.batch); // activations dominate and scale with the batch
   const est = gflops > 0 ? duration((flopsPerStep(p, s.batch) * s.steps) / (gflops * 1e9)) : 'measuring…';
+  // The shape is here rather than in the option, whose text the select cuts off at this width.
   $('preset-info').textContent =
+    `${p.model.n_layers} layers × d ${p.model.d_model}, ${p.model.n_heads} heads, context ${p.model.ctx}: ` +
     `${p.parameters.toLocaleString()} parameters; about ${mib(mem)} to train at batch ${s.batch} (preset default ${p.batch}). ` +
     `Estimated time for ${s.steps} steps with WebAssembly on this machine: ${est}` +
     (gflops > 0 ? ` (measured ${gflops.toFixed(1)} GFLOP/s)` : '') + (choice?.backend === 'webgpu' ? '; WebGPU is usually much faster.' : '.');
