@@ -71,15 +71,4 @@ inline const float* panel(const float* packed, int64_t P, int64_t q) { return pa
 void gemm_panel(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t ldb,
                 int64_t P, int64_t cols, int64_t rows, Store store, const float* bias = nullptr);
 
-// The whole product C[I, J] on the calling thread, with B packed with P_packed >= P rows (only
-// the first P are used). Used inside attention's per-head tasks.
-inline void gemm(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* packed,
-                 int64_t P_packed, int64_t P, int64_t I, int64_t J, Store store) {
-    for (int64_t q = 0; q < panels(J); q++) {
-        const int64_t j0 = q * kCols;
-        gemm_panel(C + j0, ldc, A, a_i, a_p, panel(packed, P_packed, q), kCols, P, J - j0 < kCols ? J - j0 : kCols, I,
-                   store);
-    }
-}
-
 }  // namespace ptl::cpu::gemm

@@ -87,15 +87,18 @@ struct RowsB {
     int64_t ldb, panel_step;
     const float* panel(int64_t j, int64_t p0) const { return base + j * panel_step + p0 * ldb; }
 };
+// A B operand packed by gemm::pack_b with P rows (kᵀ or vᵀ: P = hs).
+RowsB packed_b(const float* packed, int64_t P) { return {packed, gemm::kCols, P * gemm::kCols}; }
+
 RowsB rows_b(const float* src, int64_t C, int64_t rows, int64_t hs, std::vector<float>& buf) {
     const bool fits_l1 = size_t(rows * gemm::kCols) * sizeof(float) <= (16 << 10);
     if (hs % gemm::kCols == 0 && fits_l1 && (C * 4) % 1024 != 0) return {src, C, gemm::kCols};
     float* packed = Scratch::get(buf, gemm::packed_floats(rows, hs));
     gemm::pack_b(packed, src, C, 1, rows, hs);
-    return {packed, gemm::kCols, rows * gemm::kCols};
+    return packed_b(packed, rows);
 }
 
-// C (I x J, J <= hs) = A B, summing over rows p0 .. p0 + P of B.
+// C (I x J) = A B, summing over rows p0 .. p0 + P of B.
 void gemm_rows(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const RowsB& b, int64_t p0, int64_t P,
                int64_t I, int64_t J, Store store) {
     for (int64_t j = 0; j < gemm::panels(J); j++) {
@@ -121,10 +124,11 @@ void gemm_causal_p(float* C, int64_t ldc, const float* A, int64_t lda, const Row
 // the softmax never reads them and zeroes the rest of every row.
 void scores(float* s, int64_t lds, const float* q, int64_t ldq, const float* kt, int64_t hs, int64_t pos_first,
             int64_t rows) {
+    const RowsB b = packed_b(kt, hs);
     for (int64_t a = 0; a < rows; a += kTile) {
         const int64_t r = std::min(kTile, rows - a);
-        gemm::gemm(s + a * lds, lds, q + a * ldq, ldq, 1, kt, hs, hs, r, tile_cols(pos_first + a + r - 1, lds),
-                   Store::overwrite);
+        gemm_rows(s + a * lds, lds, q + a * ldq, ldq, 1, b, 0, hs, r, tile_cols(pos_first + a + r - 1, lds),
+                  Store::overwrite);
     }
 }
 
