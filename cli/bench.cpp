@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -305,7 +306,14 @@ void add_bench(CLI::App& app) {
       ->check(at_least(1));
   cmd->add_option("--warmup", a->warmup, "Untimed steps first")->capture_default_str()->check(at_least(0));
   cmd->add_option("--threads", a->threads, "Threads (default: $PTL_THREADS or all cores)")->check(at_least(1));
-  cmd->add_option("--peak-gflops", a->peak_gflops, "Peak GFLOP/s for MFU (default: measure a 2048^3 matmul)");
+  cmd->add_option("--peak-gflops", a->peak_gflops, "Peak GFLOP/s for MFU (default: measure a 2048^3 matmul)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            return end != v.c_str() && *end == '\0' && std::isfinite(x) && x > 0 ? "" : "must be a positive number, got " + v;
+          },
+          "POSITIVE"));
   cmd->add_flag("--ops", a->ops, "Per-op time breakdown");
   cmd->add_flag("--json", a->json, "One JSON object per preset and line");
   cmd->add_flag("--no-isolate", a->no_isolate, "Run every preset in this process (peak memory then accumulates)");

@@ -25,6 +25,16 @@ inline CLI::Validator at_least(long long min) {
       min == 0 ? "NONNEGATIVE" : min == 1 ? "POSITIVE" : ">=" + std::to_string(min));
 }
 
+// The process's exit status when a command returns normally: 130 (128 + SIGINT, what shells
+// report for Ctrl-C) when a run stopped on Ctrl-C after saving, so scripts can tell it from a
+// finished run.
+inline int exit_status = 0;
+constexpr int kInterruptedStatus = 130;
+
+// Fails when `out` would be written over `input` (the same file, whatever the spelling), so that
+// e.g. `--out` naming the base checkpoint cannot replace it.
+void check_not_overwriting(const std::string& out, const std::string& input, const std::string& what);
+
 void add_train(CLI::App& app);
 void add_sample(CLI::App& app);
 void add_eval(CLI::App& app);

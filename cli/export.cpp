@@ -100,7 +100,11 @@ void add_export(CLI::App& app) {
       ->check(CLI::IsMember({"train", "eval", "forward", "generate", "inspect"}))->capture_default_str();
   prog->add_option("--seq", b->seq, "Tokens per row (default: the context)")->check(at_least(1));
   prog->add_option("--out", b->out, "File to write (default: stdout)");
-  prog->callback([b]() { run_program(*b); });
+  prog->callback([b, prog]() {
+    check(b->checkpoint.empty() || prog->count("--preset") == 0,
+          "--preset and a checkpoint both name the model: give one of them");
+    run_program(*b);
+  });
 }
 
 }  // namespace ptl::cli

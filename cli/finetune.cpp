@@ -27,9 +27,9 @@ std::string nonfinite_name(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+
 
 }  // namespace
 
-void add_finetune_options(CLI::App* cmd, FinetuneArgs& a) {
+void add_finetune_options(CLI::App* cmd, FinetuneArgs& a, const std::string& data_help) {
   cmd->add_option("--base", a.base, "Base model checkpoint (.tinygpt)")->required();
-  cmd->add_option("--data", a.data, "Training data: FILE.jsonl = SFT examples, any other file = plain text")->required();
+  cmd->add_option("--data", a.data, data_help)->required();
   cmd->add_option("--out", a.out, "Output folder")->required();
   cmd->add_option("--steps", a.steps, "Optimizer steps")->capture_default_str()->check(at_least(1));
   cmd->add_option("--lr", a.lr, "Peak learning rate")->capture_default_str();
@@ -153,6 +153,7 @@ void run_finetune_loop(Trainer& trainer, const FinetuneArgs& a, const std::funct
       std::printf("interrupted at step %lld; the %s of that step is saved (fine-tuning runs do not resume: "
                   "start again with --steps to train longer)\n",
                   (long long)step, result.c_str());
+      exit_status = kInterruptedStatus;
       return;
     }
   }

@@ -22,8 +22,9 @@ struct FinetuneArgs {
   int threads = 0;
 };
 
-// Registers the shared options on `cmd` (the default learning rate is `a.lr` as given).
-void add_finetune_options(CLI::App* cmd, FinetuneArgs& a);
+// Registers the shared options on `cmd` (the default learning rate is `a.lr` as given);
+// `data_help` says what --data takes.
+void add_finetune_options(CLI::App* cmd, FinetuneArgs& a, const std::string& data_help);
 
 // Loads the base, starts a fresh run with the arguments' train config, and attaches the data
 // (.jsonl = SFT examples, anything else = text). Returns the trainer.

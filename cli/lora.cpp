@@ -44,6 +44,7 @@ void run_lora_train(const LoraArgs& a) {
   const TrainConfig& tc = trainer->train_config();
   const int64_t adapter_params = count(adapter_tensors(mc, lora));
   const std::string path = (fs::path(a.run.out) / kAdapterFile).string();
+  check_not_overwriting(path, a.run.base, "--out " + a.run.out + " would write " + path + " over the base checkpoint");
   std::printf("ptl lora train: base %s (%d layers, d %d, ctx %d, %lld parameters, frozen)\n"
               "adapters: rank %d, alpha %g on %s: %lld trainable parameters (%.2f%% of the base)\n"
               "batch %d, %s lr %.2e, %lld steps\ndata: %s\nout: %s\n",
@@ -64,6 +65,8 @@ struct MergeArgs {
 };
 
 void run_lora_merge(const MergeArgs& a) {
+  check_not_overwriting(a.out, a.base, "--out " + a.out + " is the base checkpoint: the merge would replace it; choose another --out");
+  check_not_overwriting(a.out, a.adapter, "--out " + a.out + " is the adapter file; choose another --out");
   auto trainer = Trainer::from_checkpoint(read_file_bytes(a.base), a.base);
   trainer->load_adapter(read_file_bytes(a.adapter), a.adapter);
   const LoraConfig lora = trainer->lora_config();
@@ -221,7 +224,7 @@ void add_lora(CLI::App& app) {
   t->run.lr = 1e-3;
   CLI::App* train = lora->add_subcommand(
       "train", "Train a LoRA adapter on a frozen base (.txt = next-byte LM, .jsonl = SFT) into OUT/" + std::string(kAdapterFile));
-  add_finetune_options(train, t->run);
+  add_finetune_options(train, t->run, "Training data: FILE.jsonl = SFT examples, any other file = plain text");
   train->add_option("--rank", t->rank, "Adapter rank r")->capture_default_str();
   train->add_option("--alpha", t->alpha, "Scale: the update is (alpha / r) B A")->capture_default_str();
   train->add_option("--targets", t->targets, "Projections to adapt: q,k,v,o,fc_in,fc_out (or attn, mlp, all)")

@@ -51,7 +51,7 @@ void Progress::update(int64_t step, double loss, double tokens_per_s, double lr,
 
 void Progress::message(const std::string& text) {
   if (tty_ && bar_visible_) std::fputs("\r\033[K", stdout);
-  std::fputs(text.c_str(), stdout);
+  std::fwrite(text.data(), 1, text.size(), stdout);  // all of it, even past a NUL byte
   if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
   std::fflush(stdout);
   bar_visible_ = false;

@@ -72,6 +72,7 @@ void run_sample(const SampleArgs& a) {
   std::fputc('\n', stdout);
   std::fflush(stdout);
   const double total = std::chrono::duration<double>(clock::now() - t0).count();
+  if (count == 0) return (void)std::fprintf(stderr, "[0 tokens]\n");
   std::fprintf(stderr, "[%d tokens in %.3f s: %.1f tokens/s, time to first token %.1f ms]\n", count, total,
                count / std::max(total, 1e-9), first_token_s * 1000.0);
 }

@@ -16,6 +16,8 @@ namespace {
 
 void run_sft(const FinetuneArgs& a) {
   check(a.data.ends_with(".jsonl"), "ptl sft trains on SFT examples: --data must be a .jsonl file (got " + a.data + ")");
+  check_not_overwriting((fs::path(a.out) / "model.tinygpt").string(), a.base,
+                        "--out " + a.out + " holds the base checkpoint: the fine-tuned model would replace it; choose another --out");
   auto trainer = setup_finetune(a);
   const ModelConfig& mc = trainer->model_config();
   const TrainConfig& tc = trainer->train_config();
@@ -85,7 +87,7 @@ void run_sft_eval(const EvalArgs& a) {
 void add_sft(CLI::App& app) {
   auto a = std::make_shared<FinetuneArgs>();
   CLI::App* cmd = app.add_subcommand("sft", "Fine-tune every weight of a base on SFT examples (JSONL) into OUT/model.tinygpt");
-  add_finetune_options(cmd, *a);
+  add_finetune_options(cmd, *a, "SFT examples (.jsonl: one {\"prompt\", \"response\"} or {\"messages\"} object per line)");
   cmd->callback([a]() { run_sft(*a); });
 
   auto e = std::make_shared<EvalArgs>();

@@ -3,15 +3,21 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "engine/backends/cpu/thread_pool.h"
+#include "engine/checkpoint.h"
 #include "engine/error.h"
+#include "engine/safetensors.h"
 #include "engine/trainer.h"
 
 namespace ptl::cli {
@@ -29,13 +35,63 @@ struct TrainArgs {
   double lr = 3e-4;
   std::string schedule = "cosine";
   uint64_t seed = 1337;
+  bool overwrite = false;
 };
 
+// runs/<date>-<time>, or runs/<date>-<time>-2, -3 ... when runs started in the same second.
 std::string timestamp_dir() {
   std::time_t t = std::time(nullptr);
   char buf[64];
   std::strftime(buf, sizeof buf, "runs/%Y%m%d-%H%M%S", std::localtime(&t));
-  return buf;
+  std::string dir = buf;
+  for (int n = 2; fs::exists(dir); ++n) dir = std::string(buf) + "-" + std::to_string(n);
+  return dir;
+}
+
+// What a person can read in a terminal: control bytes other than newline and tab (a barely
+// trained model emits NUL, ESC, CR ...) become U+FFFD. samples.txt keeps the bytes as generated.
+std::string for_terminal(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7f) out += "\xEF\xBF\xBD";
+    else out += c;
+  }
+  return out;
+}
+
+// On resume, the run's logs are cut back to the checkpoint's step: the steps after it (written
+// before a crash, a kill or a failed save) are trained again, and must not be logged twice; a
+// line cut off mid-way by the crash goes too. metrics.jsonl keeps its complete lines with step
+// <= `step`; samples.txt its samples up to that step.
+void trim_run_logs(const fs::path& dir, int64_t step) {
+  const fs::path metrics = dir / "metrics.jsonl", samples = dir / "samples.txt";
+  auto rewrite = [](const fs::path& path, const std::string& text) {
+    write_file_atomic(path.string(), std::vector<uint8_t>(text.begin(), text.end()));
+  };
+  if (fs::is_regular_file(metrics)) {
+    std::ifstream in(metrics, std::ios::binary);
+    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string kept;
+    for (size_t begin = 0, end; (end = all.find('\n', begin)) != std::string::npos; begin = end + 1) {
+      const std::string line = all.substr(begin, end - begin);
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step)
+        kept += line + "\n";
+    }
+    if (kept != all) rewrite(metrics, kept);
+  }
+  if (fs::is_regular_file(samples)) {
+    std::ifstream in(samples, std::ios::binary);
+    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Each sample starts with a line "--- step N ---"; keep everything before the first N > step.
+    for (size_t at = 0; (at = all.find("--- step ", at)) != std::string::npos; ++at) {
+      if (at > 0 && all[at - 1] != '\n') continue;
+      if (std::strtoll(all.c_str() + at + 9, nullptr, 10) > step) {
+        rewrite(samples, all.substr(0, at));
+        break;
+      }
+    }
+  }
 }
 
 std::string nonfinite_name(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+infinity" : "-infinity"; }
@@ -44,7 +100,7 @@ std::string sample_text(Trainer& trainer, int n, uint64_t seed) {
   SamplingOptions opt;
   opt.temperature = 0.8;
   opt.seed = seed;
-  return printable_utf8(decode(trainer.generate({}, n, opt)));
+  return decode(trainer.generate({}, n, opt));
 }
 
 void run_train(const TrainArgs& a, CLI::App& cmd) {
@@ -52,10 +108,33 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
   std::unique_ptr<Trainer> trainer;
   std::string out = a.out;
   if (!a.resume.empty()) {
-    trainer = Trainer::from_checkpoint(read_file_bytes(a.resume), a.resume);
+    const std::vector<uint8_t> bytes = read_file_bytes(a.resume);
+    trainer = Trainer::from_checkpoint(bytes, a.resume);
     TrainConfig& tc = trainer->train_config();
-    for (const char* fixed : {"--preset", "--batch", "--seed", "--layers", "--d-model", "--heads", "--ctx"})
-      check(!given(fixed), std::string(fixed) + " cannot change when resuming (it is fixed by the checkpoint)");
+    // The model and the data order are the checkpoint's: an option that would change them is an
+    // error, one that repeats them is fine.
+    const ModelConfig& mc = trainer->model_config();
+    auto fixed = [&](const char* opt, long long given_value, long long value) {
+      check(!given(opt) || given_value == value, std::string(opt) + " " + std::to_string(given_value) + " differs from the checkpoint's " +
+                                                     std::to_string(value) + ": it cannot change when resuming");
+    };
+    fixed("--batch", a.batch, tc.batch);
+    fixed("--seed", (long long)a.seed, (long long)tc.seed);
+    fixed("--layers", a.layers, mc.n_layers);
+    fixed("--d-model", a.d_model, mc.d_model);
+    fixed("--heads", a.heads, mc.n_heads);
+    fixed("--ctx", a.ctx, mc.ctx);
+    if (given("--preset")) {
+      ModelConfig p = find_preset(a.preset).model;
+      if (a.layers) p.n_layers = a.layers;
+      if (a.d_model) p.d_model = a.d_model;
+      if (a.heads) p.n_heads = a.heads;
+      if (a.ctx) p.ctx = a.ctx;
+      check(p == mc, "--preset " + a.preset + " is not the checkpoint's model: the model cannot change when resuming");
+    }
+    if (!inspect_checkpoint(decode_safetensors(bytes.data(), bytes.size(), a.resume), a.resume).has_optimizer)
+      std::printf("note: %s has no optimizer state (a merged or fine-tuned model): AdamW's moments start from zero\n",
+                  a.resume.c_str());
     if (given("--steps")) tc.steps = a.steps;
     if (given("--lr")) tc.lr = a.lr;
     if (given("--schedule")) tc.schedule = a.schedule;
@@ -63,8 +142,12 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     if (given("--sample-every")) tc.sample_every = a.sample_every;
     if (given("--data")) tc.data_path = fs::absolute(a.data).string();
     tc.validate();
-    check(trainer->state().step < tc.steps, a.resume + " has already completed " + std::to_string(trainer->state().step) +
-                                                " of " + std::to_string(tc.steps) + " steps; pass --steps N with a larger N");
+    const int64_t at = trainer->state().step;
+    check(at < tc.steps, given("--steps") ? a.resume + " is already at step " + std::to_string(at) + " of --steps " +
+                                                std::to_string(tc.steps) + "; give --steps above " + std::to_string(at) +
+                                                " (the run's total, not the steps to add)"
+                                          : a.resume + " has completed its " + std::to_string(tc.steps) +
+                                                " steps; to train further, pass --steps N with N above " + std::to_string(at));
     if (out.empty()) out = fs::path(a.resume).parent_path().string();
     if (out.empty()) out = ".";
   } else {
@@ -89,12 +172,24 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
   }
   TrainConfig& tc = trainer->train_config();
   if (tc.data_path.empty()) tc.data_path = find_tinyshakespeare();
+  check(!tc.data_path.ends_with(".jsonl"),
+        (a.resume.empty() || given("--data") ? "--data " + tc.data_path
+                                             : a.resume + " was fine-tuned on " + tc.data_path) +
+            ": ptl train trains on plain text, and that is SFT examples (JSONL); use ptl sft or ptl lora train for "
+            "those, or pass --data with a text file");
   trainer->set_corpus(read_text_file(tc.data_path), tc.data_path);
 
   std::error_code ec;
   fs::create_directories(out, ec);
   check(!ec, "cannot create output folder " + out + ": " + ec.message());
   const std::string ckpt_path = (fs::path(out) / "model.tinygpt").string();
+  if (a.resume.empty()) {
+    check(a.overwrite || !fs::exists(ckpt_path),
+          out + " already holds a run (" + ckpt_path + "): continue it with --resume " + ckpt_path +
+              ", or choose another --out, or pass --overwrite to replace it");
+  } else {
+    trim_run_logs(out, trainer->state().step);
+  }
   std::ofstream metrics(fs::path(out) / "metrics.jsonl", a.resume.empty() ? std::ios::trunc : std::ios::app);
   check(bool(metrics), "cannot write " + (fs::path(out) / "metrics.jsonl").string());
   std::ofstream samples(fs::path(out) / "samples.txt", a.resume.empty() ? std::ios::trunc : std::ios::app);
@@ -150,7 +245,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     metrics << m.dump() << "\n";
     if (tc.sample_every > 0 && step % tc.sample_every == 0) {
       std::string text = sample_text(*trainer, 200, tc.seed + uint64_t(step));
-      progress.message("--- sample at step " + std::to_string(step) + " ---\n" + text + "\n---");
+      progress.message("--- sample at step " + std::to_string(step) + " ---\n" + for_terminal(printable_utf8(text)) + "\n---");
       samples << "--- step " << step << " ---\n" << text << "\n";
       samples.flush();
     }
@@ -166,6 +261,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
       std::signal(SIGINT, old_handler);
       std::printf("interrupted at step %lld; saved %s. Continue with: ptl train --resume %s\n", (long long)step,
                   ckpt_path.c_str(), ckpt_path.c_str());
+      exit_status = kInterruptedStatus;
       return;
     }
   }
@@ -199,8 +295,13 @@ void add_train(CLI::App& app) {
   cmd->add_option("--log-every", a->log_every, "When stdout is not a terminal, print a line every N steps")
       ->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--out", a->out, "Output folder for model.tinygpt and metrics.jsonl (default: runs/<time>)");
-  cmd->add_option("--resume", a->resume, "Continue the run saved in this checkpoint");
+  cmd->add_option("--out", a->out,
+                  "Output folder for model.tinygpt, metrics.jsonl and samples.txt (default: runs/<time>; "
+                  "with --resume, the checkpoint's folder)");
+  cmd->add_flag("--overwrite", a->overwrite, "Replace a run already in --out");
+  cmd->add_option("--resume", a->resume,
+                  "Continue the run saved in this checkpoint: the same model, batches and schedule; its logs are "
+                  "cut back to the checkpoint's step, and model.tinygpt is written in its folder (or --out)");
   cmd->add_option("--layers", a->layers, "Override the preset's number of layers")->check(at_least(1));
   cmd->add_option("--d-model", a->d_model, "Override the preset's width")->check(at_least(1));
   cmd->add_option("--heads", a->heads, "Override the preset's number of heads")->check(at_least(1));

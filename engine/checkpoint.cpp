@@ -43,8 +43,9 @@ CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& w
             std::to_string(kCheckpointVersion) + ")");
 
   CheckpointContents c;
+  const nlohmann::json model_json = parse_meta_json(f, "model_config", what);  // names the file itself
   try {
-    c.model = ModelConfig::from_json(parse_meta_json(f, "model_config", what));
+    c.model = ModelConfig::from_json(model_json);
   } catch (const Error& e) {
     fail(what + ": " + e.what());
   }
@@ -54,8 +55,9 @@ CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& w
                                              "' (this ptl has the byte-level tokenizer only)");
   }
   if (f.metadata.count("train_config")) {
+    const nlohmann::json train_json = parse_meta_json(f, "train_config", what);
     try {
-      c.train = TrainConfig::from_json(parse_meta_json(f, "train_config", what));
+      c.train = TrainConfig::from_json(train_json);
     } catch (const Error& e) {
       fail(what + ": " + e.what());
     }

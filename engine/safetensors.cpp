@@ -208,7 +208,10 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
   try {
     header = Json::parse(text, text + n, on_event);
   } catch (const Json::exception& e) {
-    fail(src + "header is not valid JSON (" + e.what() + ")");
+    // nlohmann's messages start with their own tag ("[json.exception.parse_error.101] "): drop it.
+    std::string why = e.what();
+    if (why.starts_with("[json.exception.")) why.erase(0, why.find("] ") == std::string::npos ? 0 : why.find("] ") + 2);
+    fail(src + "header is not valid JSON (" + why + ")");
   }
   check(header.is_object(), src + "header is not a JSON object");
   check(duplicate.empty(), src + "header names " + quote(duplicate) + " twice");
@@ -263,7 +266,8 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
           src + tname + " data_offsets " + offs_str + " do not match dtype " + dtype + " x shape " +
               shape_string(t.shape) + " (" + (fits ? std::to_string(expect) : std::string("too many")) + " bytes)");
     check(end <= data_size, src + tname + " offsets lie outside the data area (data_offsets " + offs_str +
-                                ", data area has " + std::to_string(data_size) + " bytes)");
+                                ", data area has " + std::to_string(data_size) +
+                                " bytes): the file is shorter than its header says (truncated?)");
     spans.push_back({begin, end, st.tensors.size()});
     st.tensors.push_back(std::move(t));
   }
@@ -323,6 +327,13 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes) {
+  // The rename below replaces whatever `path` names: a device such as /dev/full would become a
+  // regular file (as root, for every program on the machine). Only regular files are replaced.
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(st))
+    check(std::filesystem::is_regular_file(st), "cannot write " + path + ": it exists and is not a regular file" +
+                                                    std::string(std::filesystem::is_directory(st) ? " (a folder)" : ""));
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("cannot write " + path + ": " + std::strerror(errno));

@@ -1,7 +1,9 @@
 // The `ptl` command line as a user meets it: runs, resumes, files it writes, and its errors.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -166,7 +168,7 @@ TEST(Cli, BadInputGivesOneLineErrors) {
   ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --out run", d).code, 0);
   const auto good = read_file_bytes(d.file("run/model.tinygpt"));
   write(d.file("truncated.tinygpt"), std::string(good.begin(), good.begin() + good.size() / 2));
-  expect_error(ptl_cli("sample truncated.tinygpt", d), "truncated.tinygpt");
+  expect_error(ptl_cli("sample truncated.tinygpt", d), "the file is shorter than its header says (truncated?)");
   std::string corrupt(good.begin(), good.end());
   for (size_t i = 8; i < 40; ++i) corrupt[i] = '#';
   write(d.file("corrupt.tinygpt"), corrupt);
@@ -186,6 +188,17 @@ TEST(Cli, BadInputGivesOneLineErrors) {
   wrong.metadata["model_config"] = R"({"vocab_size":256,"n_layers":2,"d_model":64,"n_heads":4,"ctx":32})";
   write_file_atomic(d.file("wrong.tinygpt"), encode_safetensors(wrong));
   expect_error(ptl_cli("sample wrong.tinygpt", d), "has shape [256, 48] but the config needs [256, 64]");
+  SafeTensors garbled = f;
+  garbled.metadata["model_config"] = "{not json";
+  write_file_atomic(d.file("garbled.tinygpt"), encode_safetensors(garbled));
+  const CliRun g = ptl_cli("info garbled.tinygpt", d);
+  expect_error(g, "garbled.tinygpt: checkpoint metadata 'model_config' is not valid JSON");
+  EXPECT_EQ(g.err.find("garbled.tinygpt: garbled.tinygpt"), std::string::npos) << g.err;
+  std::string bad_header = std::string("\x10\0\0\0\0\0\0\0", 8) + "{\"a\":1,}        ";
+  write(d.file("badjson.tinygpt"), bad_header);
+  const CliRun j = ptl_cli("info badjson.tinygpt", d);
+  expect_error(j, "header is not valid JSON (parse error at line 1");
+  EXPECT_EQ(j.err.find("[json.exception"), std::string::npos) << j.err;
   expect_error(ptl_cli("sample nothing-here.tinygpt", d), "no such file");
 }
 
@@ -232,4 +245,136 @@ TEST(Cli, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
   EXPECT_NE(r.err.find("the last good checkpoint is run/model.tinygpt (step 10)"), std::string::npos) << r.err;
   EXPECT_EQ(read_file_bytes(d.file("run/model.tinygpt")), good);
   EXPECT_EQ(Trainer::from_checkpoint(good, "g")->state().step, 10);
+}
+
+// A run killed between checkpoints has logged steps the checkpoint does not hold (and may have
+// cut its last line in half); resuming trains those steps again, so the logs are cut back to
+// the checkpoint's step first: every step is logged once, every sample printed once.
+TEST(Cli, ResumeCutsTheLogsBackToTheCheckpoint) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(20000));
+  ASSERT_EQ(ptl_cli("train --preset tiny --data t.txt --steps 40 --eval-every 10 --sample-every 5 --until 20 --out run", d).code, 0);
+  // What a kill -9 at step 26 leaves: steps 21-25 logged, a torn line, a sample past the checkpoint.
+  {
+    std::ofstream m(d.file("run/metrics.jsonl"), std::ios::app);
+    for (int s = 21; s <= 25; ++s) m << nlohmann::json{{"step", s}, {"train_loss", 9.0}}.dump() << "\n";
+    m << "{\"step\":26,\"train_lo";
+    std::ofstream(d.file("run/samples.txt"), std::ios::app) << "--- step 25 ---\nnot trained yet\n";
+  }
+  CliRun r = ptl_cli("train --resume run/model.tinygpt --until 30", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(d.file("run/metrics.jsonl"));
+  int n = 0;
+  for (std::string line; std::getline(f, line);) {
+    const auto j = nlohmann::json::parse(line);  // throws on a torn line
+    EXPECT_EQ(j["step"].get<int>(), ++n);
+    EXPECT_NE(j["train_loss"].get<double>(), 9.0) << "a line of the killed run survived";
+  }
+  EXPECT_EQ(n, 30);
+  const std::string samples = slurp(d.file("run/samples.txt"));
+  EXPECT_EQ(samples.find("not trained yet"), std::string::npos);
+  for (int s = 5; s <= 30; s += 5) {
+    const std::string head = "--- step " + std::to_string(s) + " ---\n";
+    const size_t at = samples.find(head);
+    EXPECT_NE(at, std::string::npos) << s;
+    EXPECT_EQ(samples.find(head, at + 1), std::string::npos) << "sample " << s << " twice";
+  }
+}
+
+// Options that repeat the checkpoint's model or data order are accepted on resume; those that
+// would change them are refused, naming both values. A finished run says how to extend it.
+TEST(Cli, ResumeAcceptsUnchangedOptionsAndRefusesChangedOnes) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(20000));
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 10 --eval-every 5 --out run", d).code, 0);
+  expect_error(ptl_cli("train --resume run/model.tinygpt", d), "has completed its 10 steps; to train further, pass --steps N");
+  expect_error(ptl_cli("train --resume run/model.tinygpt --steps 8", d),
+               "is already at step 10 of --steps 8; give --steps above 10");
+  expect_error(ptl_cli("train --resume run/model.tinygpt --steps 20 --batch 8", d),
+               "--batch 8 differs from the checkpoint's 16");
+  expect_error(ptl_cli("train --resume run/model.tinygpt --steps 20 --preset small", d),
+               "--preset small is not the checkpoint's model");
+  CliRun r = ptl_cli("train --resume run/model.tinygpt --steps 12 --preset tiny --batch 16 --seed 1337", d);
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// Command words are checked before CLI11 sees them (it said "A subcommand is required" for a
+// typo); an option given twice takes its last value; a bad PTL_THREADS is an error.
+TEST(Cli, MistypedCommandsAndRepeatedOptions) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(5000));
+  expect_error(ptl_cli("trian --steps 3", d), "unknown command 'trian' (ptl has: train, sample");
+  expect_error(ptl_cli("lora trian", d), "unknown command 'trian' (ptl lora has: train, merge, info, bench)");
+  expect_error(ptl_cli("export --help", d), "unknown command 'export'");
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 5 --steps 3 --out run", d).code, 0);
+  EXPECT_EQ(losses(d.file("run/metrics.jsonl")).size(), 3u);
+  setenv("PTL_THREADS", "abc", 1);
+  const CliRun bad = ptl_cli("info --preset tiny", d);
+  unsetenv("PTL_THREADS");
+  expect_error(bad, "PTL_THREADS must be a whole number of threads, at least 1 (got 'abc')");
+}
+
+// No command writes over its own input, and a run folder is not silently replaced.
+TEST(Cli, OutputsNeverReplaceInputsOrOtherRuns) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(20000));
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --out run", d).code, 0);
+  const auto base = read_file_bytes(d.file("run/model.tinygpt"));
+  expect_error(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --out run", d),
+               "run already holds a run (run/model.tinygpt): continue it with --resume");
+  EXPECT_EQ(read_file_bytes(d.file("run/model.tinygpt")), base);
+  EXPECT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --seed 5 --out run --overwrite", d).code, 0);
+  EXPECT_NE(read_file_bytes(d.file("run/model.tinygpt")), base);
+  const auto trained = read_file_bytes(d.file("run/model.tinygpt"));
+  ASSERT_EQ(ptl_cli("lora train --base run/model.tinygpt --data t.txt --steps 2 --out ad", d).code, 0);
+  expect_error(ptl_cli("lora merge --base run/model.tinygpt --adapter ad/adapter.tinygpt-lora --out ./run/model.tinygpt", d),
+               "is the base checkpoint: the merge would replace it");
+  write(d.file("c.jsonl"), "{\"prompt\":\"a\",\"response\":\"b\"}\n");
+  expect_error(ptl_cli("sft --base run/model.tinygpt --data c.jsonl --out run", d), "holds the base checkpoint");
+  EXPECT_EQ(read_file_bytes(d.file("run/model.tinygpt")), trained);
+  // Only regular files are replaced: a FIFO (like a device) stays what it is.
+  ASSERT_EQ(mkfifo(d.file("pipe").c_str(), 0600), 0);
+  expect_error(ptl_cli("init --preset tiny --out pipe", d), "cannot write pipe: it exists and is not a regular file");
+  EXPECT_TRUE(std::filesystem::is_fifo(d.file("pipe")));
+  // Runs started in the same second get folders of their own.
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 1 && '" PTL_BINARY_DIR "/ptl' train " + kTiny +
+                        " --data t.txt --steps 1",
+                    d).code, 0);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(d.path / "runs"), std::filesystem::directory_iterator()), 2);
+}
+
+// Output that cannot be written is an error, not a silent success; Ctrl-C saves and exits 130.
+TEST(Cli, WriteErrorsAndInterruptsShowInTheExitStatus) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(20000));
+  if (std::filesystem::is_character_file("/dev/full")) {
+    const int status = std::system(("'" PTL_BINARY_DIR "/ptl' info --preset tiny --json > /dev/full 2> '" +
+                                    d.file("err.txt") + "'").c_str());
+    EXPECT_EQ(WEXITSTATUS(status), 1);
+    EXPECT_NE(slurp(d.file("err.txt")).find("cannot write the output (standard output)"), std::string::npos);
+  }
+  const std::string run = "cd '" + d.path.string() + "' && '" PTL_BINARY_DIR "/ptl' train " + kTiny +
+                          " --data t.txt --steps 10000000 --threads 1 --out run > out.txt 2>&1 & pid=$!; sleep 2; "
+                          "kill -INT $pid; wait $pid";
+  const int status = std::system(run.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(d.file("out.txt"));
+  EXPECT_NE(slurp(d.file("out.txt")).find("interrupted at step"), std::string::npos);
+  EXPECT_GT(Trainer::from_checkpoint(read_file_bytes(d.file("run/model.tinygpt")), "ck")->state().step, 0);
+}
+
+// The sample printed during training is all there (bytes after a NUL included) and safe for a
+// terminal: no control bytes but newline and tab.
+TEST(Cli, TrainingSamplesPrintWholeAndWithoutControlBytes) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(20000));
+  CliRun r = ptl_cli("train --preset tiny --data t.txt --steps 4 --sample-every 2 --out run", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int s : {2, 4}) {
+    const std::string head = "--- sample at step " + std::to_string(s) + " ---\n";
+    const size_t at = r.out.find(head);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n---\n", at + head.size()), std::string::npos) << "sample " << s << " cut short";
+  }
+  for (unsigned char c : r.out) EXPECT_TRUE(c >= 0x20 || c == '\n' || c == '\t') << "control byte " << int(c);
+  EXPECT_EQ(slurp(d.file("run/samples.txt")).size() > 400, true);  // two samples of 200 bytes, as generated
 }
