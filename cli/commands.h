@@ -43,5 +43,6 @@ void add_lora(CLI::App& app);  // lora train, merge, info, bench
 void add_sft(CLI::App& app);   // sft, sft-eval
 void add_bench(CLI::App& app);
 void add_export(CLI::App& app);  // init, program
+void add_import_export(CLI::App& app);  // export, import
 
 }  // namespace ptl::cli

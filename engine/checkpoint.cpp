@@ -1,7 +1,9 @@
 #include "engine/checkpoint.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -111,6 +113,56 @@ CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& w
         what + ": optimizer state is incomplete (" + std::to_string(moments) + " of " + std::to_string(2 * params) + " moment tensors)");
   c.has_optimizer = moments > 0;
   return c;
+}
+
+ModelConfig infer_model_config(const SafeTensors& f, int heads, const std::string& what) {
+  const StoredTensor* tok = f.find("tok_emb.weight");
+  const StoredTensor* pos = f.find("pos_emb.weight");
+  check(tok && pos, what + ": no tok_emb.weight and pos_emb.weight: not the parameters of this GPT "
+                           "(docs/checkpoint-format.md lists their names)");
+  check(tok->shape.size() == 2 && pos->shape.size() == 2 && tok->shape[1] == pos->shape[1],
+        what + ": tok_emb.weight and pos_emb.weight must be [vocab, d] and [ctx, d]");
+  ModelConfig mc;
+  mc.vocab_size = int(tok->shape[0]);
+  mc.d_model = int(tok->shape[1]);
+  mc.ctx = int(pos->shape[0]);
+  // Layers: blocks.0 .. blocks.{L-1}, every index present (a gap is reported by the tensor check).
+  int layers = 0;
+  for (const auto& t : f.tensors) {
+    if (!t.name.starts_with("blocks.")) continue;
+    const int i = std::atoi(t.name.c_str() + 7);
+    layers = std::max(layers, i + 1);
+  }
+  check(layers > 0, what + ": no blocks.{i} tensors: not the parameters of this GPT");
+  mc.n_layers = layers;
+  if (heads > 0) {
+    mc.n_heads = heads;
+  } else {
+    const Preset* match = nullptr;
+    for (const Preset& p : presets())
+      if (p.model.vocab_size == mc.vocab_size && p.model.d_model == mc.d_model && p.model.ctx == mc.ctx &&
+          p.model.n_layers == mc.n_layers)
+        match = &p;
+    check(match != nullptr, what + ": the number of heads is not in the tensors' shapes and no preset has " +
+                                std::to_string(layers) + " layers, d " + std::to_string(mc.d_model) + " and ctx " +
+                                std::to_string(mc.ctx) + ": give it with --heads");
+    mc.n_heads = match->model.n_heads;
+  }
+  try {
+    mc.validate();
+  } catch (const Error& e) {
+    fail(what + ": " + e.what());
+  }
+  return mc;
+}
+
+SafeTensors with_checkpoint_metadata(SafeTensors f, const ModelConfig& config) {
+  f.metadata["format"] = "tinygpt";
+  f.metadata["format_version"] = std::to_string(kCheckpointVersion);
+  f.metadata["model_config"] = config.to_json().dump();
+  f.metadata["tokenizer"] = nlohmann::json{{"type", "byte"}, {"vocab_size", config.vocab_size}}.dump();
+  f.metadata["created_by"] = kVersionString;
+  return f;
 }
 
 std::string history_to_json(const std::vector<LossPoint>& history) {

@@ -44,6 +44,16 @@ struct CheckpointContents {
 // Throws ptl::Error naming the problem; `what` names the source (a path) in messages.
 CheckpointContents inspect_checkpoint(const SafeTensors& file, const std::string& what);
 
+// For a bare safetensors file with the spec's parameters and no ptl metadata (saved by another
+// tool, e.g. `safetensors.torch.save_file(model.state_dict())`): the model config read off the
+// tensor shapes, vocab and width from tok_emb, context from pos_emb, layers from the blocks.{i}
+// names. No shape holds the number of heads: `heads`, or 0 for the heads of the preset with these
+// shapes (an error naming the choice when no preset has them).
+ModelConfig infer_model_config(const SafeTensors& file, int heads, const std::string& what);
+// The same file with the metadata of a ptl checkpoint (format, version, that config, the
+// tokenizer), ready for inspect_checkpoint / Trainer::from_checkpoint.
+SafeTensors with_checkpoint_metadata(SafeTensors file, const ModelConfig& config);
+
 std::string history_to_json(const std::vector<LossPoint>&);
 std::string sha256_hex(const std::vector<uint8_t>& bytes);
 std::string sha256_hex(const uint8_t* bytes, size_t size);

@@ -305,7 +305,7 @@ TEST(Cli, MistypedCommandsAndRepeatedOptions) {
   write(d.file("t.txt"), test::synthetic_text(5000));
   expect_error(ptl_cli("trian --steps 3", d), "unknown command 'trian' (ptl has: train, sample");
   expect_error(ptl_cli("lora trian", d), "unknown command 'trian' (ptl lora has: train, merge, info, bench)");
-  expect_error(ptl_cli("export --help", d), "unknown command 'export'");
+  expect_error(ptl_cli("exprot --help", d), "unknown command 'exprot'");
   ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 5 --steps 3 --out run", d).code, 0);
   EXPECT_EQ(losses(d.file("run/metrics.jsonl")).size(), 3u);
   setenv("PTL_THREADS", "abc", 1);
@@ -377,4 +377,59 @@ TEST(Cli, TrainingSamplesPrintWholeAndWithoutControlBytes) {
   }
   for (unsigned char c : r.out) EXPECT_TRUE(c >= 0x20 || c == '\n' || c == '\t') << "control byte " << int(c);
   EXPECT_EQ(slurp(d.file("run/samples.txt")).size() > 400, true);  // two samples of 200 bytes, as generated
+}
+
+// export leaves the optimizer state out and keeps everything else; import makes a checkpoint of
+// a bare safetensors file with the spec's names (what another tool saves), reading the config off
+// the shapes: the same weights, the same loss.
+TEST(Cli, ExportAndImportRoundTrip) {
+  test::TempDir d;
+  write(d.file("t.txt"), test::synthetic_text(20000));
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 6 --eval-every 3 --out run", d).code, 0);
+  const auto full = read_file_bytes(d.file("run/model.tinygpt"));
+  CliRun r = ptl_cli("export run/model.tinygpt --out w.tinygpt", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto light = read_file_bytes(d.file("w.tinygpt"));
+  const SafeTensors a = decode_safetensors(full.data(), full.size()), b = decode_safetensors(light.data(), light.size());
+  EXPECT_EQ(b.tensors.size() * 3, a.tensors.size());  // parameters, without m and v
+  for (const auto& t : b.tensors) EXPECT_EQ(t.data, a.find(t.name)->data) << t.name;
+  for (const char* k : {"model_config", "train_config", "train_state", "loss_history"})
+    EXPECT_EQ(b.metadata.at(k), a.metadata.at(k)) << k;
+  expect_error(ptl_cli("export run/model.tinygpt --out run/model.tinygpt", d), "is the checkpoint being exported");
+
+  SafeTensors bare = b;
+  bare.metadata.clear();
+  write_file_atomic(d.file("bare.safetensors"), encode_safetensors(bare));
+  r = ptl_cli("import bare.safetensors --out imported.tinygpt", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 layers, d 48, 3 heads, ctx 32"), std::string::npos) << r.out;
+  const auto imp = read_file_bytes(d.file("imported.tinygpt"));
+  const SafeTensors c = decode_safetensors(imp.data(), imp.size());
+  for (const auto& t : b.tensors) EXPECT_EQ(c.find(t.name)->data, t.data) << t.name;
+  const CliRun e1 = ptl_cli("eval run/model.tinygpt --data t.txt --json", d);
+  const CliRun e2 = ptl_cli("eval imported.tinygpt --data t.txt --json", d);
+  ASSERT_EQ(e2.code, 0) << e2.err;
+  EXPECT_EQ(nlohmann::json::parse(e1.out)["loss"], nlohmann::json::parse(e2.out)["loss"]);
+
+  // No preset has 2 layers of d 48 with ctx 16: the heads must be given.
+  SafeTensors odd = bare;
+  odd.tensors.clear();
+  for (const auto& t : bare.tensors) {
+    StoredTensor s = t;
+    if (t.name == "pos_emb.weight") {
+      s.shape[0] = 16;
+      s.data.resize(16 * 48 * sizeof(float));
+    }
+    odd.tensors.push_back(s);
+  }
+  write_file_atomic(d.file("odd.safetensors"), encode_safetensors(odd));
+  expect_error(ptl_cli("import odd.safetensors --out o.tinygpt", d), "give it with --heads");
+  EXPECT_EQ(ptl_cli("import odd.safetensors --out o.tinygpt --heads 4", d).code, 0);
+  expect_error(ptl_cli("import odd.safetensors --out o2.tinygpt --heads 5", d), "not divisible");
+  SafeTensors missing = bare;
+  missing.tensors.erase(missing.tensors.begin() + 5);
+  write_file_atomic(d.file("missing.safetensors"), encode_safetensors(missing));
+  expect_error(ptl_cli("import missing.safetensors --out m.tinygpt", d), "missing.safetensors: missing tensor");
+  write(d.file("notes.safetensors"), "not a safetensors file at all");
+  expect_error(ptl_cli("import notes.safetensors --out n.tinygpt", d), "notes.safetensors");
 }
