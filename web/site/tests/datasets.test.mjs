@@ -68,6 +68,8 @@ test('Hugging Face loader: reads every page within the budget, shows progress, t
       await load(page, fields);
       await page.waitForFunction((src) => new RegExp(src).test(document.getElementById('status').textContent), re.source);
       assert.equal(await page.getAttribute('#status', 'class'), 'status error');
+      // The error also stands next to the control, with the text that training keeps using.
+      assert.match(await page.textContent('#corpus-info'), /Training still uses hf:local\/stories/);
     };
     await failing({ 'hf-dataset': 'someone/private', 'hf-budget': '1' }, /private or gated/);
     await shoot(page, 'datasets-private-1440');

@@ -42,7 +42,7 @@ test('Fine-tune: LoRA on the pretrained model, side-by-side samples, adapter out
     await page.waitForFunction(() => document.body.dataset.opened === 'the pretrained model');
     const fineTune = async (backend, steps) => {
       await page.selectOption('#backend', backend);
-      await page.waitForFunction((b) => document.body.dataset.backend === b, backend === 'auto' ? 'webgpu' : 'wasm');
+      await page.waitForFunction((b) => document.body.dataset.backend === b, backend === 'webgpu' ? 'webgpu' : 'wasm');
       await page.fill('#ft-steps', String(steps));
       await page.click('#ft-start');
       await page.waitForFunction(() => document.body.dataset.ft === 'training');
@@ -61,7 +61,7 @@ test('Fine-tune: LoRA on the pretrained model, side-by-side samples, adapter out
     // WebGPU and WebAssembly fine-tune alike: the engine supplies the same batches and schedule
     // to both, so the held-out loss after 20 steps agrees within fp32 drift (the WebGPU
     // backend's target is 0.5% per step). SwiftShader is slow: few steps there.
-    const gpu = await fineTune('auto', 20);
+    const gpu = await fineTune('webgpu', 20);
     assert.equal(gpu.where, 'WebGPU', gpu.summary);
     const cpu20 = await fineTune('wasm-threads', 20);
     assert.equal(cpu20.where, 'WebAssembly', cpu20.summary);

@@ -37,6 +37,16 @@ test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; downl
   try {
     await waitReady(page);
     await shootBoth(page, 'playground-loaded');
+    // Uploads: a file too short to train on is refused next to the control, naming the text that
+    // training keeps using; a binary file loads with a warning.
+    await page.check('input[name="corpus"][value="upload"]');
+    await page.setInputFiles('#corpus-file', { name: 'empty.txt', mimeType: 'text/plain', buffer: Buffer.alloc(0) });
+    await page.waitForFunction(() => /Could not use empty\.txt: .*Training still uses TinyShakespeare/.test(document.getElementById('corpus-info').textContent));
+    const noise = Buffer.from(Array.from({ length: 4000 }, (_, i) => (i * 97 + 13) & 255));
+    await page.setInputFiles('#corpus-file', { name: 'noise.bin', mimeType: 'application/octet-stream', buffer: noise });
+    await page.waitForFunction(() => /^noise\.bin: 4,000 bytes .*not UTF-8 text/.test(document.getElementById('corpus-info').textContent));
+    await page.check('input[name="corpus"][value="shakespeare"]');
+    await page.waitForFunction(() => document.body.dataset.corpus === 'TinyShakespeare');
     await train(page, { steps: 30, backend: 'wasm-threads' });
     assert.equal(await page.evaluate(() => document.body.dataset.backend), 'wasm');
     assert.equal(await page.evaluate(() => document.body.dataset.variant), 'simd-threads');
@@ -94,18 +104,35 @@ test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; downl
   }
 });
 
-test('WebGPU (SwiftShader): auto picks WebGPU; Tiny trains 30 steps, the loss falls, a sample appears', async () => {
+test('WebGPU (SwiftShader): auto skips a software adapter; chosen, Tiny trains 30 steps, the checkpoint keeps moments and history', async () => {
   const s = await openSite();
   const { page } = s;
   try {
     await waitReady(page);
-    await train(page, { steps: 30, backend: 'auto' });
+    // SwiftShader emulates the GPU on the CPU, far slower than WebAssembly: Auto takes WebAssembly.
+    await page.selectOption('#backend', 'auto');
+    await page.waitForFunction(() => document.body.dataset.backend === 'wasm');
+    assert.match(await page.textContent('#backend-info'), /adapter \(.*swiftshader.*\) runs on the CPU/i);
+    await train(page, { steps: 30, backend: 'webgpu' });
     assert.equal(await page.evaluate(() => document.body.dataset.backend), 'webgpu');
     assert.match(await page.textContent('#backend-info'), /WebGPU/);
     assertLearned(await losses(page), 30, 'WebGPU');
     assert.ok((await page.locator('#samples li').count()) >= 1, 'a sample appears');
     assert.match(await page.textContent('#status'), /Finished 30 steps on WebGPU \(.*swiftshader.*\)/i);
     await shootBoth(page, 'playground-trained-webgpu');
+
+    // The download carries what the GPU trained: AdamW's moments and the loss history (every 10th
+    // step and the validations, with the train losses the GPU computed).
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
+    const file = path.join(OUT, 'downloaded-webgpu.tinygpt');
+    await download.saveAs(file);
+    const info = JSON.parse(ptl(['info', file, '--json']));
+    assert.equal(info.step, 30);
+    assert.equal(info.has_optimizer_state, true, 'AdamW moments in the WebGPU checkpoint');
+    const ls = await losses(page);
+    assert.equal(info.last_loss.step, 30);
+    assert.ok(Math.abs(info.last_loss.train_loss - ls[29]) < 1e-6, `last train loss ${info.last_loss.train_loss} is the GPU's ${ls[29]}`);
+    assert.ok(Number.isFinite(info.last_loss.val_loss), 'a validation loss at step 30');
 
     // Sampling and "watch the model think" on the GPU (generate / window / inspect programs).
     await page.fill('#length', '40');
@@ -162,6 +189,13 @@ test('reload mid-run: the autosaved run comes back from OPFS and resumes where i
     await page.waitForFunction(() => document.body.dataset.state === 'training');
     await page.click('#stop');
     await page.waitForFunction(() => document.body.dataset.state === 'ready');
+    // Stop ends the run at the step reached: Steps says so, and raising it enables Resume.
+    const stoppedAt = Number(await page.inputValue('#steps'));
+    assert.equal(stoppedAt, Number(await page.evaluate(() => document.body.dataset.step)));
+    assert.match(await page.textContent('#status'), new RegExp(`Stopped at step ${stoppedAt} .*raise Steps and press Resume`));
+    assert.ok(await page.isDisabled('#resume'));
+    await page.fill('#steps', String(stoppedAt + 10));
+    assert.ok(await page.isEnabled('#resume'), 'Resume is enabled once Steps is above the step reached');
     s.assertNoErrors('the playground (restore)');
   } finally {
     await s.close();

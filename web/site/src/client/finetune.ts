@@ -21,13 +21,15 @@ export function wireFinetune(session: () => Session, hasModel: () => boolean): {
     $<HTMLButtonElement>('ft-start').disabled = busy || file === 0 || (!hasModel() && !fromPretrained);
     $<HTMLButtonElement>('ft-stop').disabled = !busy;
     $<HTMLButtonElement>('ft-compare').disabled = busy || tuned === null;
-    $<HTMLButtonElement>('ft-download').disabled = busy || !tuned?.lora.enabled;
+    // A LoRA run gives an adapter; full fine-tuning a whole model.
+    $<HTMLButtonElement>('ft-download').disabled = busy || tuned === null;
+    $('ft-download').textContent = tuned && !tuned.lora.enabled ? 'Download fine-tuned model' : 'Download adapter';
     const lora = $<HTMLSelectElement>('ft-mode').value === 'lora';
     for (const id of ['ft-rank', 'ft-alpha']) $<HTMLInputElement>(id).disabled = !lora;
     for (const c of document.querySelectorAll<HTMLInputElement>('input[name="ft-target"]')) c.disabled = !lora;
     document.body.dataset['ft'] = busy ? 'training' : tuned ? 'tuned' : 'none';
   };
-  const describe = (s: FinetuneSummary) => {
+  const describe = (s: FinetuneSummary, loaded = false) => {
     const pct = (100 * s.lora.trainable_params) / s.base_params;
     const what = s.lora.enabled
       ? `LoRA rank ${s.lora.rank}, alpha ${s.lora.alpha} on ${s.lora.targets.join(', ')}: ${s.lora.trainable_params.toLocaleString()} trainable parameters (${pct.toFixed(2)}% of the base's ${s.base_params.toLocaleString()})`
@@ -35,6 +37,7 @@ export function wireFinetune(session: () => Session, hasModel: () => boolean): {
     const losses = s.base_val_loss !== null && s.tuned_val_loss !== null
       ? ` Held-out loss ${s.base_val_loss.toFixed(4)} → ${s.tuned_val_loss.toFixed(4)} (perplexity ${Math.exp(s.base_val_loss).toFixed(2)} → ${Math.exp(s.tuned_val_loss).toFixed(2)}).`
       : '';
+    if (loaded) return `${what}, applied to the base.${losses}`;
     return `Fine-tuned ${s.step} steps${s.backend ? ` on ${s.backend === 'webgpu' ? 'WebGPU' : 'WebAssembly'}` : ''}, ${what}.${losses}`;
   };
 
@@ -84,7 +87,8 @@ export function wireFinetune(session: () => Session, hasModel: () => boolean): {
     }
   });
   $('ft-download').addEventListener('click', async () => {
-    saveFile(await session().call('ftExportAdapter', {}), 'adapter.tinygpt-lora');
+    if (tuned && !tuned.lora.enabled) saveFile(await session().call('ftExportModel', {}), 'finetuned.tinygpt');
+    else saveFile(await session().call('ftExportAdapter', {}), 'adapter.tinygpt-lora');
   });
   $('ft-adapter-file').addEventListener('change', async () => {
     const input = $<HTMLInputElement>('ft-adapter-file');
@@ -95,7 +99,7 @@ export function wireFinetune(session: () => Session, hasModel: () => boolean): {
     refresh();
     try {
       tuned = await session().call('ftLoadAdapter', { bytes: new Uint8Array(await f.arrayBuffer()), name: f.name });
-      status(`Loaded ${f.name}: ${describe(tuned)}`, 'ok');
+      status(`Loaded ${f.name}: ${describe(tuned, true)}`, 'ok');
     } catch (e) {
       status(`Could not load ${f.name}: ${e instanceof Error ? e.message : String(e)}. Nothing changed.`, 'error');
     } finally {

@@ -28,6 +28,7 @@ let session: Session;
 let loadedVariant: Variant | null = null;
 let choice: Choice;
 let gpuAdapter = false;
+let gpuSoftware = ''; // the adapter's name when it is a software rasteriser (SwiftShader ...), else 
 let gflops = 0; // WebAssembly speed measured at load, for estimates
 let model: ModelSummary | null = null;
 let corpusReady = false;
@@ -84,7 +85,9 @@ function describePreset(): void {
     `${p.model.n_layers} layers × d ${p.model.d_model}, ${p.model.n_heads} heads, context ${p.model.ctx}: ` +
     `${p.parameters.toLocaleString()} parameters; about ${mib(mem)} to train at batch ${s.batch} (preset default ${p.batch}). ` +
     `Estimated time for ${s.steps} steps with WebAssembly on this machine: ${est}` +
-    (gflops > 0 ? ` (measured ${gflops.toFixed(1)} GFLOP/s)` : '') + (choice?.backend === 'webgpu' ? '; WebGPU is usually much faster.' : '.');
+    (gflops > 0 ? ` (measured ${gflops.toFixed(1)} GFLOP/s)` : '') +
+    (choice?.backend === 'webgpu' ? (gpuSoftware ? `; WebGPU on ${gpuSoftware} is much slower.` : '; WebGPU is usually much faster.') : '.') +
+    (mem > 4 * 1024 ** 3 && choice?.backend !== 'webgpu' ? ' This is more than WebAssembly can address (4 GiB): choose a smaller preset or batch, or WebGPU.' : '');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -94,7 +97,13 @@ async function detectGpu(): Promise<boolean> {
   const gpu = (navigator as Navigator & { gpu?: GPU }).gpu;
   if (!gpu) return false;
   try {
-    return (await gpu.requestAdapter()) !== null;
+    const adapter = await gpu.requestAdapter();
+    if (!adapter) return false;
+    // A CPU-emulated adapter trains hundreds of times slower than WebAssembly: Auto skips it.
+    const a = adapter as GPUAdapter & { isFallbackAdapter?: boolean; info?: GPUAdapterInfo & { isFallbackAdapter?: boolean } };
+    const name = [a.info?.vendor, a.info?.architecture, a.info?.description].filter((x) => x).join(' ');
+    if (a.isFallbackAdapter || a.info?.isFallbackAdapter || /swiftshader|llvmpipe|lavapipe|software/i.test(name)) gpuSoftware = name || 'a software adapter';
+    return true;
   } catch {
     return false;
   }
@@ -116,6 +125,7 @@ function chooseBackend(): Choice {
     if (threaded) return { backend: 'wasm', variant, threads: wasm.threads, reason: `WebAssembly with ${wasm.threads} threads, as you asked.` };
     return { backend: 'wasm', variant, threads: 1, reason: `Threads are not available: ${wasm.reason}` };
   }
+  if (gpuAdapter && gpuSoftware) return { backend: 'wasm', variant, threads: wasm.threads, reason: `Auto: this browser's WebGPU adapter (${gpuSoftware}) runs on the CPU, slower than WebAssembly, so ${wasmWhy} (choose WebGPU to use it anyway)` };
   if (gpuAdapter) return { backend: 'webgpu', variant, threads: wasm.threads, reason: 'Auto: this browser has a WebGPU adapter, so WebGPU trains the model.' };
   return { backend: 'wasm', variant, threads: wasm.threads, reason: `Auto: no WebGPU adapter here, so ${wasmWhy}` };
 }
@@ -150,6 +160,13 @@ async function applyChoice(): Promise<void> {
 let corpusBytes: Uint8Array | null = null;
 let corpusInfo = { name: '', bytes: 0 };
 
+/** The corpus line after a failed load: the error, and what training uses meanwhile. */
+function corpusFailed(message: string): void {
+  const still = corpusReady && corpusInfo.name ? ` Training still uses ${corpusInfo.name}.` : ' No training text yet.';
+  $('corpus-info').textContent = `${message}${still}`;
+  status(`${message}${still}`, 'error');
+}
+
 async function setCorpus(bytes: Uint8Array, name: string): Promise<void> {
   const ctx = preset().model.ctx;
   if (bytes.length < 10 * (ctx + 1)) throw new Error(`${name} has ${bytes.length} bytes: too short to train on (the context is ${ctx} bytes; give at least ${10 * (ctx + 1)})`);
@@ -157,7 +174,15 @@ async function setCorpus(bytes: Uint8Array, name: string): Promise<void> {
   corpusInfo = { name, bytes: bytes.length };
   const split = await session.call('setCorpus', { bytes, info: corpusInfo });
   corpusReady = true;
-  $('corpus-info').textContent = `${name}: ${bytes.length.toLocaleString()} bytes (${split.train_bytes.toLocaleString()} to train on, ${split.val_bytes.toLocaleString()} held out for validation).`;
+  let utf8 = true;
+  try {
+    new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(0, 1 << 20));
+  } catch {
+    utf8 = false; // the engine trains on bytes either way; a binary file is rarely what was meant
+  }
+  $('corpus-info').textContent = `${name}: ${bytes.length.toLocaleString()} bytes (${split.train_bytes.toLocaleString()} to train on, ${split.val_bytes.toLocaleString()} held out for validation).` +
+    (utf8 ? '' : ' It is not UTF-8 text (a binary file?): the model will learn its bytes as they are.');
+  if ($('status').classList.contains('error')) status(`Training text: ${name}.`, 'ok');
   document.body.dataset['corpus'] = name;
   refreshButtons();
 }
@@ -170,6 +195,7 @@ async function onCorpusSource(): Promise<void> {
   const src = corpusSource();
   $('upload-box').hidden = src !== 'upload';
   $('hf-box').hidden = src !== 'hf';
+  if (src !== 'shakespeare' && corpusReady) $('corpus-info').textContent = `Training uses ${corpusInfo.name || 'the restored text'} until you ${src === 'upload' ? 'choose a file' : 'load a dataset'}.`;
   if (src === 'shakespeare') {
     $('corpus-info').textContent = 'Loading TinyShakespeare…';
     try {
@@ -186,7 +212,7 @@ async function onUpload(): Promise<void> {
   try {
     await setCorpus(new Uint8Array(await f.arrayBuffer()), f.name);
   } catch (e) {
-    status(`Could not use ${f.name}: ${e instanceof Error ? e.message : String(e)}`, 'error');
+    corpusFailed(`Could not use ${f.name}: ${e instanceof Error ? e.message : String(e)}.`);
   }
 }
 
@@ -214,8 +240,7 @@ async function onHfLoad(): Promise<void> {
     }, hfAbort.signal);
     await setCorpus(bytes, `hf:${req.dataset}/${req.config}/${req.split}:${req.column}`);
   } catch (e) {
-    info.textContent = '';
-    status(e instanceof HfError ? `Dataset: ${e.message}` : `Dataset: ${e instanceof Error ? e.message : String(e)}`, 'error');
+    corpusFailed(e instanceof HfError ? `Dataset: ${e.message}.` : `Dataset: ${e instanceof Error ? e.message : String(e)}.`);
   }
 }
 
@@ -243,10 +268,11 @@ function showStats(step: number, total: number, loss?: number, tps?: number): vo
   if (loss !== undefined) $('s-loss').textContent = loss.toFixed(4);
   if (tps !== undefined) $('s-tps').textContent = Math.round(tps).toLocaleString();
   const done = step - runStartStep;
-  if (running === 'training' && done > 0) {
+  if (step >= total) $('s-eta').textContent = 'done';
+  else if (running === 'training' && done > 0) {
     const per = (performance.now() - runStartTime) / 1000 / done;
     $('s-eta').textContent = duration(per * (total - step));
-  } else if (step >= total) $('s-eta').textContent = 'done';
+  } else $('s-eta').textContent = '–';
 }
 
 function showEval(loss: number): void {
@@ -288,8 +314,25 @@ function replay(state: RunState): void {
   $<HTMLInputElement>('seed').value = String(state.settings.seed);
 }
 
+/** What is wrong with the settings, checked before anything is cleared or started. */
+function settingsProblem(s: RunSettings): string | null {
+  if (!(s.lr > 0 && isFinite(s.lr))) return 'the learning rate must be a positive number';
+  if (!isFinite(num('steps')) || num('steps') < 1) return 'Steps must be at least 1';
+  if (!isFinite(num('batch')) || num('batch') < 1) return 'Batch must be at least 1';
+  return null;
+}
+
+let stopRequested = false;
+
 async function runTraining(fresh: boolean): Promise<void> {
   const s = settings();
+  const problem = settingsProblem(s);
+  if (problem) {
+    status(`Cannot train: ${problem}.`, 'error');
+    return;
+  }
+  $('restore-banner').hidden = true; // the run on screen is the one that trains (and autosaves) now
+  stopRequested = false;
   running = 'training';
   refreshButtons();
   try {
@@ -324,7 +367,13 @@ async function runTraining(fresh: boolean): Promise<void> {
     });
     model = { ...model!, info: { ...model!.info, step: r.step } };
     const where = r.backend === 'webgpu' ? `WebGPU${r.adapter ? ` (${r.adapter})` : ''}` : `WebAssembly (${loadedVariant})`;
-    status(r.reason === 'done' ? `Finished ${r.step} steps on ${where}.` : `Paused at step ${r.step} on ${where}. Resume continues the same run.`, r.reason === 'done' ? 'ok' : '');
+    if (r.reason === 'done') status(`Finished ${r.step} steps on ${where}.`, 'ok');
+    else if (stopRequested) {
+      // Stop ends the run here: Steps becomes the step reached (raise it to continue later).
+      $<HTMLInputElement>('steps').value = String(r.step);
+      showStats(r.step, r.step);
+      status(`Stopped at step ${r.step} on ${where}. To train further, raise Steps and press Resume.`, 'ok');
+    } else status(`Paused at step ${r.step} on ${where}. Resume continues the same run.`);
   } catch (e) {
     status(`Training stopped: ${e instanceof Error ? e.message : String(e)}`, 'error');
   } finally {
@@ -359,7 +408,6 @@ async function generate(): Promise<void> {
 
 function printable(b: number): string {
   if (b === 10) return '\\n';
-  if (b === 32) return '␠';
   if (b < 32 || b >= 127) return `0x${b.toString(16).padStart(2, '0')}`;
   return String.fromCharCode(b);
 }
@@ -369,7 +417,7 @@ function drawInspect(r: InspectResult): void {
   bars.replaceChildren();
   for (const { byte, prob } of r.top) {
     const k = document.createElement('span');
-    k.textContent = `'${printable(byte)}'`;
+    k.textContent = byte === 32 ? 'space' : `'${printable(byte)}'`; // '␠' is missing from many fonts
     const barWrap = document.createElement('span');
     const bar = document.createElement('span');
     bar.className = 'bar';
@@ -414,6 +462,10 @@ function drawInspect(r: InspectResult): void {
 }
 
 async function inspect(): Promise<void> {
+  if (!$<HTMLInputElement>('inspect-prompt').value) {
+    status('Type a prompt to inspect: the maps show how each of its bytes attends to the ones before it.', 'error');
+    return;
+  }
   running = 'generating';
   refreshButtons();
   try {
@@ -446,6 +498,7 @@ async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
   try {
     const r = await session.call('open', { bytes, name });
     model = r;
+    $('restore-banner').hidden = true; // its Resume would now train this model over the saved run
     dash.reset();
     dash.history(history);
     $('samples').replaceChildren();
@@ -454,6 +507,7 @@ async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
     const lastTrain = history.filter(([, t]) => t !== null).at(-1)?.[1] ?? undefined;
     const lastVal = history.filter(([, , v]) => v !== null).at(-1)?.[2] ?? undefined;
     $<HTMLInputElement>('steps').value = String(Math.max(info.train.steps, info.step));
+    describePreset();
     showStats(info.step, Math.max(info.train.steps, info.step), lastTrain);
     if (lastVal !== undefined) showEval(lastVal);
     document.body.dataset['historyRows'] = String(history.length);
@@ -483,11 +537,15 @@ async function tryRestore(): Promise<boolean> {
   if (!r) return false;
   model = r;
   replay(r.state);
-  $('restore-text').textContent = `Your last run (${r.state.preset}, ${r.state.corpus.name || 'no corpus'}) was autosaved at step ${r.info.step} of ${r.state.settings.steps}.`;
+  const finished = r.info.step >= r.state.settings.steps;
+  $('restore-text').textContent = `Your last run (${r.state.preset}, ${r.state.corpus.name || 'no corpus'}) was autosaved at step ${r.info.step} of ${r.state.settings.steps}` +
+    (finished ? ': it had finished (raise Steps and press Resume to train it further).' : '.');
+  $('restore-resume').hidden = finished;
   $('restore-banner').hidden = false;
-  if (r.state.corpus.name) {
+  if (r.state.corpus.name && r.corpus) {
     corpusReady = true;
-    corpusBytes = null;
+    corpusBytes = r.corpus; // kept here too, so that a change of backend (a new worker) has it
+    corpusInfo = { ...r.state.corpus };
     $('corpus-info').textContent = `${r.state.corpus.name}: ${r.state.corpus.bytes.toLocaleString()} bytes (restored).`;
   }
   document.body.dataset['restored'] = String(r.info.step);
@@ -527,8 +585,11 @@ export async function startPlayground(): Promise<void> {
   });
   $('pause').addEventListener('click', () => void session.abort());
   $('stop').addEventListener('click', () => {
-    void session.abort().then(() => $<HTMLInputElement>('steps').value = String(model?.info.step ?? num('steps')));
+    stopRequested = true;
+    void session.abort();
   });
+  // Resume depends on Steps being above the model's step.
+  for (const ev of ['input', 'change']) $('steps').addEventListener(ev, () => refreshButtons());
   $('generate').addEventListener('click', () => void generate());
   $('gen-stop').addEventListener('click', () => void session.abort());
   $('inspect').addEventListener('click', () => void inspect());

@@ -84,7 +84,7 @@ export interface Methods {
   };
   inspect: { params: { prompt: string }; result: InspectResult };
   exportCheckpoint: { params: { optimizer: boolean }; result: Uint8Array };
-  restore: { params: Record<string, never>; result: (ModelSummary & { state: RunState }) | null };
+  restore: { params: Record<string, never>; result: (ModelSummary & { state: RunState; corpus: Uint8Array | null }) | null };
   clearAutosave: { params: Record<string, never>; result: null };
   calibrate: { params: Record<string, never>; result: { gflops: number } };
   ftStart: {

@@ -136,7 +136,11 @@ export function startRuns(): void {
       try {
         const bytes = new Uint8Array(await f.arrayBuffer());
         const isJson = /\.jsonl?$/i.test(f.name) || bytes[0] === 0x7b;
-        runs.push(isJson ? parseMetrics(new TextDecoder().decode(bytes), f.name) : parseCheckpointHistory(bytes, f.name));
+        const run = isJson ? parseMetrics(new TextDecoder().decode(bytes), f.name) : parseCheckpointHistory(bytes, f.name);
+        // Every ptl run writes metrics.jsonl: number the repeats so that legend and table tell them apart.
+        const same = runs.filter((r) => r.name === run.name || r.name.startsWith(`${run.name} (`)).length;
+        if (same > 0) run.name = `${run.name} (${same + 1})`;
+        runs.push(run);
       } catch (e) {
         errors.push(e instanceof Error ? e.message : String(e));
       }

@@ -36,6 +36,7 @@ interface GpuState {
   generator: WebGPUGenerator | null;
   inspector: WebGPUInspector | null;
   dirty: boolean; // the GPU's weights are newer than the engine's
+  historyStale: boolean; // the engine recorded a validation with a train loss it did not see
 }
 let gpu: GpuState | null = null;
 let abort: AbortController | null = null;
@@ -90,7 +91,7 @@ async function ensureGpu(): Promise<GpuState> {
   const ckpt = decodeSafeTensors(await e.exportCheckpoint({ optimizer: true }), 'engine state');
   be.loadWeights(ckpt.tensors);
   const a = adapter.info;
-  gpu = { be, adapter: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'WebGPU adapter', train: null, generator: null, inspector: null, dirty: false };
+  gpu = { be, adapter: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'WebGPU adapter', train: null, generator: null, inspector: null, dirty: false, historyStale: false };
   return gpu;
 }
 
@@ -112,19 +113,49 @@ async function startGpu(onLoss: (loss: number, gradNorm: number, step: number) =
  * with the step and token count of the GPU run.
  */
 async function syncFromGpu(): Promise<void> {
-  if (!gpu || !gpu.dirty || !gpu.train) return;
+  if (!gpu || !gpu.train || (!gpu.dirty && !gpu.historyStale)) return;
   const e = needEngine();
   await gpu.train.trainer.flush();
   const cur = decodeSafeTensors(await e.exportCheckpoint({ optimizer: true }), 'engine state');
-  const missing = cur.tensors.find((t) => !gpu!.be.store.has(t.name));
+  if (!gpu.dirty) {
+    // Only the history to correct (see lossHistory): the engine's tensors are the GPU's.
+    cur.metadata['loss_history'] = JSON.stringify(lossHistory(cur.metadata['loss_history']));
+    await e.importCheckpoint(encodeSafeTensors(cur), 'WebGPU state');
+    gpu.historyStale = false;
+    return;
+  }
+  // The parameters, and the AdamW moments the GPU keeps next to them: the engine has none of its
+  // own when every step ran on the GPU, and a checkpoint without them restarts AdamW on resume.
+  const params = cur.tensors.filter((t) => !t.name.startsWith('optim.'));
+  const missing = params.find((t) => !gpu!.be.store.has(t.name));
   if (missing) throw new EngineError(`tensor '${missing.name}' is not on the GPU`, 'webgpu');
-  const data = await gpu.be.read(cur.tensors.map((t) => gpu!.be.store.get(t.name)!));
+  const moments = params.every((t) => gpu!.be.store.has(`optim.m.${t.name}`) && gpu!.be.store.has(`optim.v.${t.name}`))
+    ? ['optim.m.', 'optim.v.'].flatMap((prefix) => params.map((t) => ({ ...t, name: prefix + t.name })))
+    : cur.tensors.filter((t) => t.name.startsWith('optim.'));
+  const tensors = [...params, ...moments];
+  const data = await gpu.be.read(tensors.filter((t) => gpu!.be.store.has(t.name)).map((t) => gpu!.be.store.get(t.name)!));
   const stateMeta = JSON.parse(cur.metadata['train_state'] ?? '{}') as Record<string, unknown>;
   stateMeta['step'] = gpu.train.trainer.step;
   cur.metadata['train_state'] = JSON.stringify(stateMeta);
-  const bytes = encodeSafeTensors({ metadata: cur.metadata, tensors: cur.tensors.map((t) => ({ ...t, data: data.get(t.name)! })) });
+  cur.metadata['loss_history'] = JSON.stringify(lossHistory(cur.metadata['loss_history']));
+  const bytes = encodeSafeTensors({ metadata: cur.metadata, tensors: tensors.map((t) => ({ ...t, data: data.get(t.name) ?? t.data })) });
   await e.importCheckpoint(bytes, 'WebGPU state');
   gpu.dirty = false;
+  gpu.historyStale = false;
+}
+
+/**
+ * The checkpoint's loss history, [step, train loss, val loss | null], with this run's GPU steps
+ * added as the engine adds its own (every 10th step, and the validation points): the GPU trains
+ * outside the engine, so its history has only the validations. The last 200, as ptl keeps.
+ */
+function lossHistory(engineJson: string | undefined): [number, number, number | null][] {
+  const points = new Map<number, [number, number, number | null]>();
+  for (const p of JSON.parse(engineJson ?? '[]') as [number, number, number | null][]) points.set(p[0], [p[0], p[1], p[2] ?? null]);
+  const trainLoss = new Map(state!.steps.map((m) => [m.step, m.loss]));
+  for (const m of state!.steps) if (m.step % 10 === 0) points.set(m.step, [m.step, m.loss, points.get(m.step)?.[2] ?? null]);
+  for (const v of state!.evals) points.set(v.step, [v.step, trainLoss.get(v.step) ?? points.get(v.step)?.[1] ?? 0, v.loss]);
+  return [...points.values()].sort((a, b) => a[0] - b[0]).slice(-200);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -182,6 +213,7 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
     if ((s.evalEvery > 0 && step % s.evalEvery === 0) || last) {
       await syncFromGpu();
       const v = await e.validationLoss();
+      if (gpu && backend === 'webgpu') gpu.historyStale = true; // it paired v with a stale train loss
       const point = { step, ...v };
       state.evals.push(point);
       emit({ event: 'eval', data: point });
@@ -329,7 +361,7 @@ async function handle(id: number, method: Method, params: unknown, signal: Abort
       st.evals = st.evals.filter((m) => m.step <= step);
       st.samples = st.samples.filter((m) => m.step <= step);
       backend = st.backend;
-      return { ...(await summary()), state: st };
+      return { ...(await summary()), state: st, corpus: c ?? null };
     }
     case 'clearAutosave':
       await autosave.clear();
