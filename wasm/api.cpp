@@ -295,8 +295,9 @@ EMSCRIPTEN_KEEPALIVE int ptl_update_train_config(int h, const char* json_text) {
     json cur = tc.to_json();
     json j = json::parse(json_text ? json_text : "{}");
     only_keys(j, cur, "train config");
+    // data_path only names the data (the page passes a file's name): checkpoints and adapters record it.
     const std::set<std::string> mutable_keys = {"steps", "lr", "schedule", "warmup", "min_lr_frac",
-                                                "eval_every", "eval_batches", "sample_every"};
+                                                "eval_every", "eval_batches", "sample_every", "data_path"};
     for (auto it = j.begin(); it != j.end(); ++it) {
       ptl::check(mutable_keys.count(it.key()) || it.value() == cur[it.key()],
                  "train config: '" + it.key() + "' cannot change on an existing trainer (it is built into the training program)");

@@ -87,7 +87,9 @@ test('Fine-tune: LoRA on the pretrained model, side-by-side samples, adapter out
     const [download] = await Promise.all([page.waitForEvent('download'), page.click('#ft-download')]);
     const adapter = path.join(dir, 'adapter.tinygpt-lora');
     await download.saveAs(adapter);
-    assert.match(ptl(['lora', 'info', adapter]), /rank 2/);
+    const about = ptl(['lora', 'info', adapter]);
+    assert.match(about, /rank 2/);
+    assert.match(about, /trained: +\d+ steps on style\.txt/, 'the adapter names the data it was trained on');
 
     await page.setInputFiles('#ft-adapter-file', adapter);
     await page.waitForFunction(() => document.getElementById('ft-status').textContent.startsWith('Loaded adapter.tinygpt-lora'));

@@ -34,6 +34,9 @@ class Chart {
     requestAnimationFrame(() => {
       this.queued = false;
       this.plot.setData(this.data as uPlot.AlignedData);
+      // uPlot keeps the last range when there is no data: an emptied chart would show the
+      // previous run's steps (after opening a checkpoint, which has no speed or lr to draw).
+      if (this.data[0]!.length === 0) this.plot.setScale('x', { min: 0, max: 1 });
     });
   }
 }

@@ -294,7 +294,9 @@ async function handle(id: number, method: Method, params: unknown, signal: Abort
       corpusSaved = false;
       if (state) state.corpus = p.info;
       const info = engine ? await engine.info() : null;
-      return info?.corpus ?? { train_bytes: Math.floor(p.bytes.length * 0.9), val_bytes: p.bytes.length - Math.floor(p.bytes.length * 0.9) };
+      // Without a model yet, the engine's split (engine/data.cpp): the last floor(10%) bytes validate.
+      const val = Math.floor(p.bytes.length * 0.1);
+      return info?.corpus ?? { train_bytes: p.bytes.length - val, val_bytes: val };
     }
     case 'setBackend': {
       const p = params as Methods['setBackend']['params'];
@@ -445,6 +447,8 @@ async function ftStart(id: number, p: Methods['ftStart']['params'], signal: Abor
     await feed(tuned);
     await feed(base);
     await tuned.startFinetune({ steps: p.steps, lr: p.lr, schedule: 'cosine', seed: p.seed, lora: p.lora });
+    // The adapter (or model) records what it was trained on: this file, not the base run's data.
+    await tuned.updateTrainConfig({ data_path: p.data.name });
   } catch (e) {
     base.dispose();
     tuned.dispose();
