@@ -15,6 +15,7 @@ Output, one JSON object per line:
 """
 import argparse
 import json
+import sys
 import math
 
 TARGET_WASM = {"small": 2.6, "medium": 6.8, "large": 9.3, "xl": 12.1}
@@ -34,16 +35,19 @@ def read(path):
                     except json.JSONDecodeError:
                         pass
     except FileNotFoundError:
-        pass
+        # A stage of bench/gpu_run.sh that failed leaves its file out: merge the rest, but say so.
+        print(f"gpu_merge: {path} not found; merging without it", file=sys.stderr)
     return out
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--webgpu")
     ap.add_argument("--torch")
     ap.add_argument("--wasm")
     a = ap.parse_args()
+    if not (a.webgpu or a.torch or a.wasm):
+        ap.error("give at least one of --webgpu, --torch, --wasm")
     W, T, A = read(a.webgpu), read(a.torch), read(a.wasm)
     emit = lambda o: print(json.dumps(o))  # noqa: E731
     cublas = {(o["layout"], o["shape"]): o for o in T if o.get("kind") == "torch_matmul"}

@@ -28,13 +28,25 @@
 #   gpu:   every preset: WebGPU matmuls (3 layouts; 4096^3 median of 3), training steps, the
 #          matmul variants, PyTorch (cuBLAS matmuls, training steps); wasm: the WASM steps.
 #   full:  gpu then wasm, then the merge.
+# Not -e: a stage that fails (a timeout, a crashed benchmark) is logged and the next one still runs,
+# so that one run of the machine's time brings back every figure it could.
 set -uo pipefail
-mode=${1:?sweep|full}
-out=${2:?OUTDIR}
-mkdir -p "$out"
+usage() { sed -n '7,8p;15,29p' "$0" | sed 's/^# \{0,1\}//'; }
+case "${1:-}" in
+  sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full) ;;
+  -h|--help) usage; exit 0 ;;
+  *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm or full), got '${1:-}'" >&2; exit 2 ;;
+esac
+mode=$1
+[[ -n "${2:-}" ]] || { echo "bench/gpu_run.sh: the second argument is the output folder" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 root=$PWD
+out=$2
+mkdir -p "$out"
+out=$(cd "$out" && pwd)  # a relative OUTDIR is taken from the repository root, where the stages run
 if [[ ${LOCAL:-0} != 1 ]]; then
+  # This replaces web/webgpu/node_modules/webgpu and installs the Vulkan loader: the GPU machine only.
+  [[ -d .gpu ]] || { echo "bench/gpu_run.sh: no .gpu/ here (made by ../shared/tools/gpu-webgpu-pack for the GPU machine; LOCAL=1 runs with this machine's node)" >&2; exit 1; }
   # Node, Dawn and the Vulkan loader from .gpu (shared/tools/gpu-webgpu-pack's prefix).
   for f in .gpu/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
   mkdir -p /tmp/n; xz -dc .gpu/node.xz > /tmp/n/node; chmod +x /tmp/n/node; export PATH=/tmp/n:$PATH

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "bench/burst_time.h"
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/thread_pool.h"
@@ -40,18 +41,16 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    int threads = 1, reps = 21;
-    std::string presets = "tiny,small,medium,large,xl,huge,massive";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--threads") threads = std::stoi(v);
-        else if (k == "--reps") reps = std::stoi(v);
-        else if (k == "--presets") presets = v;
-        else {
-            std::fprintf(stderr, "linear_ab: unknown option %s (--threads N --reps N --presets a,b)\n", k.c_str());
-            return 2;
-        }
+int main(int argc, char** argv) try {
+    const auto o = bench_options(argc, argv, {"--threads", "--reps", "--presets"},
+                                 "bench/linear_ab [REV] [--threads 1] [--reps 21] [--presets tiny,...,massive]");
+    const int threads = bench_count(o, "--threads", 1), reps = bench_count(o, "--reps", 21);
+    const std::string presets = o.count("--presets") ? o.at("--presets") : "tiny,small,medium,large,xl,huge,massive";
+    for (size_t a = 0; a < presets.size();) {  // every name checked before anything is timed
+        size_t b = presets.find(',', a);
+        if (b == std::string::npos) b = presets.size();
+        ptl::find_preset(presets.substr(a, b - a));
+        a = b + 1;
     }
     ptl::cpu::set_num_threads(threads);
     openblas_set_num_threads(threads);
@@ -127,4 +126,7 @@ int main(int argc, char** argv) {
         }
     }
     std::printf("new faster by > 3%%: %d, slower by > 3%%: %d; results not bitwise old's: %d\n", better, worse, differ);
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "bench/linear_ab: %s\n", e.what());
+    return 1;
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "bench/burst_time.h"
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/thread_pool.h"
@@ -52,16 +53,17 @@ std::vector<float> fill(size_t n, unsigned seed) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    int threads = 2, reps = 7;
-    std::string presets = "tiny,small,medium,large,xl,huge,massive";
-    bool square = true;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--threads") threads = std::stoi(v);
-        else if (k == "--reps") reps = std::stoi(v);
-        else if (k == "--presets") presets = v;
-        else if (k == "--square") square = v != "0";
+int main(int argc, char** argv) try {
+    const auto o = bench_options(argc, argv, {"--threads", "--reps", "--presets", "--square"},
+                                 "bench/matmul_vs_openblas [--threads 2] [--reps 7] [--presets tiny,...,massive] [--square 1]");
+    const int threads = bench_count(o, "--threads", 2), reps = bench_count(o, "--reps", 7);
+    const std::string presets = o.count("--presets") ? o.at("--presets") : "tiny,small,medium,large,xl,huge,massive";
+    const bool square = !o.count("--square") || o.at("--square") != "0";
+    for (size_t a = 0; a < presets.size();) {  // every name checked before anything is timed
+        size_t b = presets.find(',', a);
+        if (b == std::string::npos) b = presets.size();
+        ptl::find_preset(presets.substr(a, b - a));
+        a = b + 1;
     }
     ptl::cpu::set_num_threads(threads);
     openblas_set_num_threads(threads);
@@ -124,4 +126,7 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
         }
     }
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "bench/matmul_vs_openblas: %s\n", e.what());
+    return 1;
 }

@@ -12,10 +12,13 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
+try:  # only the plotting needs it: --help and a clear message work without
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: E402
+except ImportError:
+    plt = None
 
 
 def read_jsonl(path):
@@ -24,11 +27,13 @@ def read_jsonl(path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", help="JSON lines of bench/cpu_vs_pytorch")
     ap.add_argument("--scaling", help="JSON lines of ptl bench --json at several thread counts")
     ap.add_argument("--out", default="docs/img/cpu_vs_pytorch.svg")
     args = ap.parse_args()
+    if plt is None:
+        raise SystemExit("plot.py needs matplotlib: apt-get install python3-matplotlib")
 
     rows = read_jsonl(args.results)
     presets = [r["preset"] for r in rows]

@@ -8,15 +8,20 @@ eager CUDA, per preset, with the issue's targets for the WASM curve.
 import argparse
 import json
 
-import matplotlib
+try:  # only the plotting needs it: --help and a clear message work without
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: E402
+except ImportError:
+    plt = None
 
-ap = argparse.ArgumentParser()
+ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("jsonl", nargs="?", default="bench/results/h200-webgpu.jsonl")
 ap.add_argument("--out", default="docs/img/webgpu_speedup.svg")
 a = ap.parse_args()
+if plt is None:
+    raise SystemExit("plot_webgpu.py needs matplotlib: apt-get install python3-matplotlib")
 rows = [json.loads(l) for l in open(a.jsonl) if l.strip()]
 train = [r for r in rows if r["kind"] == "train"]
 names = [r["preset"] for r in train]

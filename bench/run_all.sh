@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every measurement of docs/performance.md, one after the other (never two at once), into docs/bench/:
-#   bench/run_all.sh [presets]        (default tiny,small,medium,large,xl,huge)
+#   bench/run_all.sh [presets]        (default tiny,small,medium,large,xl,huge; massive is always
+#                                     added to the thread-scaling and matmul parts)
 # PTL_BENCH_ROUNDS (default 2): rounds of the alternated runs of steps 1 and 2.
 # PTL_BENCH_OUT (default docs/bench): the folder for the JSON and machine.txt, so that a run
 # which is not to replace the run of record (another CPU, a trial) goes straight to a folder of
@@ -8,8 +9,19 @@
 # Then: /usr/bin/python3 bench/plot.py docs/bench/cpu_vs_pytorch_2t.jsonl --scaling docs/bench/ptl_threads.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+case "${1:-}" in -h|--help) usage; exit 0 ;; -*) echo "bench/run_all.sh: unknown option $1" >&2; usage >&2; exit 2 ;; esac
+(($# <= 1)) || { echo "bench/run_all.sh: one argument at most (the presets, comma-separated)" >&2; exit 2; }
 PRESETS="${1:-tiny,small,medium,large,xl,huge}"
 PTL="${PTL:-build-perf/ptl}"
+# Everything is checked before a file of record is touched.
+[[ -x "$PTL" ]] || { echo "bench/run_all.sh: no ptl at $PTL (build it, or set PTL=<path to ptl>)" >&2; exit 1; }
+IFS=, read -ra GIVEN <<< "$PRESETS"
+for p in "${GIVEN[@]}"; do
+  "$PTL" info --preset "$p" > /dev/null || { echo "bench/run_all.sh: unknown preset '$p'" >&2; exit 1; }
+done
+# Massive joins the thread-scaling and matmul parts once, whether or not it was listed.
+WITH_MASSIVE="$PRESETS"; [[ ",$PRESETS," == *,massive,* ]] || WITH_MASSIVE="$PRESETS,massive"
 # SCHED_FIFO (chrt -f 50) only with PTL_BENCH_REALTIME=1. It was the default until session 13,
 # against a build or test suite taking a core mid-step, but the kernel's RT throttling
 # (sched_rt_runtime_us 950000 of every 1000000) then stalls each busy CPU for 50 ms a second: a
@@ -34,7 +46,7 @@ ROUNDS="${PTL_BENCH_ROUNDS:-2}"
 # The matmul peak for MFU (ptl bench measures a 2048^3 product at 1 thread): the best of three.
 PEAK="$(for i in 1 2 3; do "${RT[@]}" "$PTL" bench --json --presets tiny --threads 1 --steps 1 --warmup 0; done |
   /usr/bin/python3 -c 'import json,sys; print(max(json.loads(l)["peak_gflops"] for l in sys.stdin))')"
-IFS=, read -ra ALL <<< "$PRESETS,massive"
+IFS=, read -ra ALL <<< "$WITH_MASSIVE"
 for p in "${ALL[@]}"; do
   for ((round = 1; round <= ROUNDS; round++)); do
     order=(1 2); ((round % 2 == 0)) && order=(2 1)
@@ -53,7 +65,7 @@ done
 #    between passes on this host; bench/table.py takes the median per product), 2 threads once.
 : > "$OUT/matmul_vs_openblas_1t.jsonl"
 for ((round = 1; round <= ROUNDS; round++)); do
-  bench/matmul_vs_openblas --threads 1 --reps 7 --presets "$PRESETS,massive" >> "$OUT/matmul_vs_openblas_1t.jsonl"
+  bench/matmul_vs_openblas --threads 1 --reps 7 --presets "$WITH_MASSIVE" >> "$OUT/matmul_vs_openblas_1t.jsonl"
 done
-bench/matmul_vs_openblas --threads 2 --reps 7 --presets "$PRESETS,massive" > "$OUT/matmul_vs_openblas_2t.jsonl"
+bench/matmul_vs_openblas --threads 2 --reps 7 --presets "$WITH_MASSIVE" > "$OUT/matmul_vs_openblas_2t.jsonl"
 uptime >> "$OUT/machine.txt"

@@ -128,12 +128,15 @@ def ab_table(vs, threads):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir", nargs="?", default="docs/bench")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir", nargs="?", default="docs/bench", help="a folder bench/run_all.sh wrote (default docs/bench)")
     ap.add_argument("--peak", type=float, help="1-thread sgemm peak (GFLOP/s) for MFU (default: the one the run "
                     "measured, ptl_threads.jsonl's peak_gflops)")
     args = ap.parse_args()
     d = Path(args.dir)
+    if not any((d / f).exists() for f in ("ptl_threads.jsonl", "cpu_vs_pytorch_2t.jsonl", "matmul_vs_openblas_1t.jsonl")):
+        raise SystemExit(f"bench/table.py: {d} holds no benchmark files (ptl_threads.jsonl, cpu_vs_pytorch_2t.jsonl, "
+                         "matmul_vs_openblas_1t.jsonl ...); give the folder bench/run_all.sh wrote")
     if args.peak is None:
         # bench/run_all.sh measures the 1-thread 2048^3 product (best of three) and hands it to
         # every ptl bench of the run; the CPU decides it (Zen 5 about 180-200, Zen 4 about 100).

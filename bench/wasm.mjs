@@ -40,14 +40,18 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { benchArgs } from "./args.mjs";
+
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith("--") ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
-);
+const args = benchArgs(import.meta.url, ["presets", "builds", "env", "steps", "warmup", "warmup-s", "min-s", "rounds", "threads"]);
 const presets = (args.presets ?? "tiny,small,medium").split(",");
 const builds = (args.builds ?? "scalar,simd,simd-threads").split(",");
 const envs = (args.env ?? "node").split(",");
-for (const e of envs) if (e !== "node" && e !== "chromium") throw new Error(`--env: unknown environment '${e}' (node, chromium)`);
+const fail = (msg) => { console.error(`bench/wasm.mjs: ${msg}`); process.exit(2); };
+for (const e of envs) if (e !== "node" && e !== "chromium") fail(`--env: unknown environment '${e}' (node, chromium)`);
+const PRESET_NAMES = ["tiny", "small", "medium", "large", "xl", "huge", "massive", "mega", "behemoth"];
+for (const p of presets) if (!PRESET_NAMES.includes(p)) fail(`--presets: unknown preset '${p}' (${PRESET_NAMES.join(", ")})`);
+for (const b of builds) if (!["scalar", "simd", "simd-threads", "memory64"].includes(b)) fail(`--builds: unknown build '${b}' (scalar, simd, simd-threads, memory64)`);
 const steps = Number(args.steps ?? 10);
 const warmup = Number(args.warmup ?? 2);
 const warmupS = Number(args["warmup-s"] ?? 2);

@@ -14,6 +14,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${PTL_WASM_BUILD_DIR:-$ROOT/build-wasm}"
 OUT="${PTL_BROWSER_OUT:-$ROOT/build-browser}"
 export PTL_WASM_BUILD_DIR="$BUILD" PTL_BROWSER_OUT="$OUT"
+# --help, and options wasm.mjs refuses, before the builds (minutes) rather than after.
+for a in "$@"; do [[ "$a" == --help || "$a" == -h ]] && exec node "$ROOT/bench/wasm.mjs" --help; done
 builds="scalar,simd,simd-threads"
 envs="node"
 prev=""

@@ -20,17 +20,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { benchArgs } from "./args.mjs";
+
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const args = {};
-for (let i = 2; i < process.argv.length; i++) {
-  const a = process.argv[i];
-  if (a === "-h" || a === "--help") {
-    console.log(fs.readFileSync(fileURLToPath(import.meta.url), "utf8").split("\n").slice(1, 16).map((l) => l.replace(/^\/\/ ?/, "")).join("\n"));
-    process.exit(0);
-  }
-  if (!a.startsWith("--") || i + 1 >= process.argv.length) { console.error(`bench/wasm_ab.mjs: bad argument '${a}' (see --help)`); process.exit(2); }
-  args[a.slice(2)] = process.argv[++i];
-}
+const args = benchArgs(import.meta.url, ["a", "b", "preset", "rounds", "steps", "threads", "threads-b", "variant", "variant-b", "warmup-s"]);
 if (!args.a || !args.b) { console.error("bench/wasm_ab.mjs: --a DIR and --b DIR are required (see --help)"); process.exit(2); }
 const preset = args.preset ?? "tiny";
 const variant = args.variant ?? "simd-threads";

@@ -18,12 +18,10 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { benchArgs } from "./args.mjs";
+
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const args = {};
-for (let i = 2; i < process.argv.length; i++) {
-  const a = process.argv[i];
-  if (a.startsWith("--")) { args[a.slice(2)] = process.argv[i + 1]; i++; }
-}
+const args = benchArgs(import.meta.url, ["presets", "build", "threads", "steps", "budget-s", "total-s", "skip"]);
 const presets = (args.presets ?? "tiny,small,medium,large,xl").split(",").filter(Boolean);
 const build = args.build ?? "simd-threads";
 const cores = typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length;

@@ -34,6 +34,10 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { benchArgs } from './args.mjs';
+
+const args = benchArgs(import.meta.url, ["attn-rows", "bk", "dawn", "layouts", "ln-variants", "matmul", "min-ms", "presets", "ptl", "repeat", "reps", "split", "steps", "tag", "tile", "tiled", "train", "warm-s", "warmup"], ['layernorm', 'nt', 'profile']);
+
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.join(ROOT, 'web', 'webgpu', 'dist');
 if (!existsSync(path.join(DIST, 'node.js'))) {
@@ -43,14 +47,6 @@ if (!existsSync(path.join(DIST, 'node.js'))) {
 const { createNodeBackend } = await import(path.join(DIST, 'node.js'));
 const { tiledName } = await import(path.join(DIST, 'linear_gen.js'));
 
-const args = {};
-for (let i = 2; i < process.argv.length; i++) {
-  const a = process.argv[i];
-  if (!a.startsWith('--')) continue;
-  const next = process.argv[i + 1];
-  if (next === undefined || next.startsWith('--')) args[a.slice(2)] = true;
-  else { args[a.slice(2)] = next; i++; }
-}
 const PRESETS = {
   tiny: { layers: 2, d: 48, heads: 3, ctx: 32, batch: 16 },
   small: { layers: 3, d: 96, heads: 3, ctx: 64, batch: 16 },
@@ -64,6 +60,9 @@ const PRESETS = {
 };
 const presetArg = String(args.presets ?? 'tiny,small,medium,large,xl,huge,massive,mega,behemoth');
 const presets = presetArg === 'all' ? Object.keys(PRESETS) : presetArg.split(',').filter(Boolean);
+for (const p of presets) {
+  if (!PRESETS[p]) { console.error(`bench/webgpu_bench.mjs: unknown preset '${p}' (${Object.keys(PRESETS).join(', ')}, or all)`); process.exit(2); }
+}
 const matmulMode = String(args.matmul ?? 'preset,4096');
 const steps = Number(args.steps ?? 20);
 const warmup = Number(args.warmup ?? 3);

@@ -7,12 +7,14 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { benchArgs } from './args.mjs';
+
+const args = benchArgs(import.meta.url, ['iters', 'workgroups', 'dawn']);
+
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.join(ROOT, 'web', 'webgpu', 'dist');
 if (!existsSync(path.join(DIST, 'node.js'))) { console.error('build web/webgpu first'); process.exit(2); }
 const { createNodeBackend } = await import(path.join(DIST, 'node.js'));
-const args = {};
-for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
 const iters = Number(args.iters ?? 4096), wgs = Number(args.workgroups ?? 4224);
 const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : []);
 const { device } = gpu;

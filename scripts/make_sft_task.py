@@ -40,15 +40,24 @@ def example(task, rng, lo, hi):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", choices=["reverse", "upper", "add"], default="reverse")
-    ap.add_argument("--train", type=int, default=20000)
-    ap.add_argument("--test", type=int, default=500)
-    ap.add_argument("--min-len", type=int, default=3)
-    ap.add_argument("--max-len", type=int, default=6)
+    ap.add_argument("--train", type=int, default=20000, help="training examples (default 20000)")
+    ap.add_argument("--test", type=int, default=500, help="test examples, none of whose words is in training (default 500)")
+    ap.add_argument("--min-len", type=int, default=3, help="shortest word (reverse, upper; default 3)")
+    ap.add_argument("--max-len", type=int, default=6, help="longest word (default 6)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--out-dir", required=True, help="folder for train.jsonl and test.jsonl")
     args = ap.parse_args()
+    if args.train < 1 or args.test < 1:
+        ap.error("--train and --test must be at least 1")
+    if not 1 <= args.min_len <= args.max_len:
+        ap.error(f"need 1 <= --min-len <= --max-len, got {args.min_len} and {args.max_len}")
+    # Distinct test words (or sums) must exist, and leave others for training: at most half of them.
+    distinct = 90 * 90 if args.task == "add" else sum(26 ** n for n in range(args.min_len, args.max_len + 1))
+    if args.test > distinct // 2:
+        ap.error(f"--test {args.test} is more than half of the {distinct} distinct {args.task} prompts; "
+                 "ask for fewer (or longer words)")
 
     rng = random.Random(args.seed)
     test, test_keys = [], set()
