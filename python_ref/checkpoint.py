@@ -89,14 +89,19 @@ def save_checkpoint(path, state_dict, metadata):
     header_bytes += b" " * ((-(8 + len(header_bytes))) % 8)  # data area starts 8-byte aligned
 
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(header_bytes)))
-        f.write(header_bytes)
-        for blob in blobs:
-            f.write(blob)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(header_bytes)))
+            f.write(header_bytes)
+            for blob in blobs:
+                f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)  # a failed write leaves neither a stray file nor a damaged checkpoint
+        raise
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ PRESETS = {
 
 def preset_config(name):
     """(GPTConfig, batch) of a preset, by case-insensitive name."""
+    if name.lower() not in PRESETS:
+        raise ValueError(f"unknown preset '{name}' (choose one of: {', '.join(PRESETS)})")
     p = PRESETS[name.lower()]
     cfg = GPTConfig(n_layers=p["n_layers"], d_model=p["d_model"], n_heads=p["n_heads"], ctx=p["ctx"])
     return cfg, p["batch"]

@@ -7,6 +7,7 @@ then a draw from a seeded torch.Generator. Past the context length the model see
 last ctx tokens, with positions restarting at 0 (nanoGPT's crop), as the spec requires.
 """
 import argparse
+import math
 import sys
 
 import torch
@@ -73,6 +74,17 @@ def main(argv=None):
     ap.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")
     ap.add_argument("--seed", type=int, default=1337)
     args = ap.parse_args(argv)
+    # The same rules as `ptl sample`.
+    if not (args.temperature >= 0 and math.isfinite(args.temperature)):
+        ap.error(f"--temperature must be 0 (greedy) or positive, got {args.temperature}")
+    if args.top_k < 0:
+        ap.error(f"--top-k must be 0 (off) or positive, got {args.top_k}")
+    if not 0 < args.top_p <= 1:
+        ap.error(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.max_tokens < 0:
+        ap.error(f"--max-tokens must be at least 0, got {args.max_tokens}")
+    if not args.prompt:
+        ap.error("--prompt must not be empty (the default is a newline)")
 
     model = TinyGPT.from_checkpoint(args.checkpoint)
     prompt = args.prompt.encode("utf-8")
@@ -81,5 +93,13 @@ def main(argv=None):
     sys.stdout.write("\n")
 
 
+def cli(argv=None):
+    """main() for the command line: a bad file is one line on stderr, not a traceback."""
+    try:
+        main(argv)
+    except (OSError, ValueError) as e:
+        sys.exit(f"python_ref.sample: error: {e}")
+
+
 if __name__ == "__main__":
-    main()
+    cli()

@@ -16,6 +16,7 @@ The batches are not the engine's batches bit for bit; the arithmetic is the same
 import argparse
 import hashlib
 import os
+import sys
 import time
 
 import torch
@@ -86,22 +87,47 @@ def main(argv=None):
     src.add_argument("--preset", help="start from scratch: tiny, small, medium, large, xl, huge, ...")
     src.add_argument("--init", help="start from the weights of this checkpoint")
     ap.add_argument("--resume", action="store_true",
-                    help="with --init: also continue its optimizer state, step count and loss history")
+                    help="with --init: also continue its optimizer state, step count and loss history, and its "
+                         "run's settings (batch, lr, schedule, ...) where not given here")
     ap.add_argument("--data", required=True, help="text file (byte tokens)")
     ap.add_argument("--out", required=True, help="checkpoint to write")
-    ap.add_argument("--steps", type=int, default=1500, help="total planned steps (the schedule spans these)")
+    # None = not given: the default below, or on --resume the checkpoint run's own value.
+    ap.add_argument("--steps", type=int, default=None, help="total planned steps (the schedule spans these; default 1500)")
     ap.add_argument("--batch", type=int, default=None, help="per-process batch (default: the preset's, else 16)")
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--schedule", choices=["cosine", "constant"], default="cosine")
-    ap.add_argument("--warmup", type=int, default=-1, help="-1 = automatic min(100, steps // 10)")
-    ap.add_argument("--min-lr-frac", type=float, default=0.1)
-    ap.add_argument("--weight-decay", type=float, default=opt.WEIGHT_DECAY)
-    ap.add_argument("--grad-clip", type=float, default=opt.GRAD_CLIP)
-    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-4)")
+    ap.add_argument("--schedule", choices=["cosine", "constant"], default=None, help="default cosine")
+    ap.add_argument("--warmup", type=int, default=None, help="-1 = automatic min(100, steps // 10) (the default)")
+    ap.add_argument("--min-lr-frac", type=float, default=None, help="default 0.1")
+    ap.add_argument("--weight-decay", type=float, default=None, help=f"default {opt.WEIGHT_DECAY}")
+    ap.add_argument("--grad-clip", type=float, default=None, help=f"default {opt.GRAD_CLIP}")
+    ap.add_argument("--seed", type=int, default=None, help="default 1337")
     ap.add_argument("--eval-every", type=int, default=100, help="0 = only at the end")
     ap.add_argument("--eval-batches", type=int, default=8)
     ap.add_argument("--save-every", type=int, default=0, help="also write the checkpoint every N steps")
     args = ap.parse_args(argv)
+    if args.resume and not args.init:
+        ap.error("--resume continues a checkpoint: give it with --init")
+    defaults = {"steps": 1500, "lr": 3e-4, "schedule": "cosine", "warmup": -1, "min_lr_frac": 0.1,
+                "weight_decay": opt.WEIGHT_DECAY, "grad_clip": opt.GRAD_CLIP, "seed": 1337}
+    run_config = {}
+    if args.resume:  # the run's own settings, where this command does not change them
+        run_config = parse_json_field(load_checkpoint(args.init)[1], "train_config", {}) or {}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, run_config.get(name, value))
+    # The run's batch is per optimizer step (all processes together): split below by the process count.
+    run_batch = int(run_config["batch"]) if args.batch is None and run_config.get("batch") else None
+    check = [("--steps", args.steps >= 1), ("--batch", args.batch is None or args.batch >= 1),
+             ("--lr", args.lr > 0), ("--eval-batches", args.eval_batches >= 1), ("--eval-every", args.eval_every >= 0),
+             ("--save-every", args.save_every >= 0), ("--grad-clip", args.grad_clip > 0)]
+    need = {"--steps": "at least 1", "--batch": "at least 1", "--eval-batches": "at least 1", "--lr": "positive",
+            "--grad-clip": "positive", "--eval-every": "at least 0", "--save-every": "at least 0"}
+    for name, ok in check:
+        if not ok:
+            ap.error(f"{name} must be {need[name]}, got {getattr(args, name[2:].replace('-', '_'))}")
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if os.path.isdir(args.out) or not os.path.isdir(out_dir):
+        ap.error(f"--out {args.out}: {'is a folder, not a file' if os.path.isdir(args.out) else 'its folder does not exist'}")
 
     rank, world, device = setup_distributed()
     master = rank == 0
@@ -123,7 +149,10 @@ def main(argv=None):
             tokens_seen = int(train_state.get("tokens_seen", 0))
             elapsed = float(train_state.get("elapsed_seconds", 0.0))
             history = parse_json_field(meta, "loss_history", []) or []
-    batch = args.batch or preset_batch or 16
+            if args.steps <= start_step:
+                raise ValueError(f"{args.init} is at step {start_step}; --steps (the run's total) must be above it, "
+                                 f"got {args.steps}")
+    batch = (max(1, run_batch // world) if run_batch else None) or args.batch or preset_batch or 16
     model.to(device)
 
     optimizer = opt.make_optimizer(model, lr=args.lr, weight_decay=args.weight_decay)
@@ -136,6 +165,11 @@ def main(argv=None):
             model, device_ids=[device.index] if device.type == "cuda" else None)
 
     train_data, val_data = load_corpus(args.data)
+    # Checked before the first step, so that no training is lost to a split too small to evaluate.
+    for part, data in (("training", train_data), ("validation", val_data)):
+        if len(data) < cfg.ctx + 1:
+            raise ValueError(f"{args.data}: corpus too small: its {part} split has {len(data)} bytes, fewer than one "
+                             f"window of {cfg.ctx + 1} bytes for a context of {cfg.ctx}")
     # Each rank draws its own windows; seeded by rank and starting step so a resumed run goes on.
     gen = torch.Generator().manual_seed(args.seed + 1_000_003 * rank + start_step)
 
@@ -196,5 +230,13 @@ def main(argv=None):
         dist.destroy_process_group()
 
 
+def cli(argv=None):
+    """main() for the command line: a bad file or setting is one line on stderr, not a traceback."""
+    try:
+        main(argv)
+    except (OSError, ValueError) as e:
+        sys.exit(f"python_ref.train: error: {e}")
+
+
 if __name__ == "__main__":
-    main()
+    cli()
