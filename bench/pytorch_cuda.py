@@ -122,7 +122,7 @@ def bench_train(preset, variant, steps, warmup, dev):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--presets", default="tiny,small,medium,large,xl,huge,massive,mega,behemoth")
     ap.add_argument("--matmul", default="preset,4096")
     ap.add_argument("--layouts", default="fwd,dx,dW")
@@ -131,9 +131,17 @@ def main():
     ap.add_argument("--train", default="1")
     ap.add_argument("--variants", default="python_ref,fused")
     a = ap.parse_args()
-    dev = torch.device("cuda")
     presets = [p for p in a.presets.split(",") if p]
     layouts = [x for x in a.layouts.split(",") if x]
+    # Every name checked before the GPU is touched (an unknown one used to run under its name).
+    for name, given, allowed in (("--presets", presets, list(PRESETS)), ("--layouts", layouts, ["fwd", "dx", "dW"]),
+                                 ("--variants", [v for v in a.variants.split(",") if v], ["python_ref", "fused"])):
+        bad = [x for x in given if x not in allowed]
+        if bad:
+            ap.error(f"{name}: unknown {', '.join(bad)} (choose from {', '.join(allowed)})")
+    if not torch.cuda.is_available():
+        raise SystemExit("bench/pytorch_cuda.py: no CUDA device (this benchmark runs on the GPU machine)")
+    dev = torch.device("cuda")
     emit({"kind": "torch_env", "torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
           "allow_tf32": torch.backends.cuda.matmul.allow_tf32, "float32_matmul_precision": torch.get_float32_matmul_precision()})
     modes = a.matmul.split(",")

@@ -3,6 +3,10 @@
 # Safe to run again: it installs only what is missing and rebuilds incrementally.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help) sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  ?*) echo "$0: takes no arguments (see --help)" >&2; exit 2 ;;
+esac
 
 packages=(g++ cmake ninja-build libgtest-dev libcli11-dev nlohmann-json3-dev
           python3-torch python3-numpy python3-pytest libopenblas0-pthread

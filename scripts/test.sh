@@ -4,6 +4,10 @@
 # and the WebGPU backend in Node on SwiftShader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help) sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  ?*) echo "$0: takes no arguments (see --help)" >&2; exit 2 ;;
+esac
 scripts/setup.sh
 echo "== C++ tests (ctest)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
