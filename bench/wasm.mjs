@@ -43,7 +43,7 @@ import { fileURLToPath } from "node:url";
 import { benchArgs } from "./args.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const args = benchArgs(import.meta.url, ["presets", "builds", "env", "steps", "warmup", "warmup-s", "min-s", "rounds", "threads"]);
+const args = benchArgs(import.meta.url, ["presets", "builds", "env", "steps", "warmup", "warmup-s", "min-s", "rounds", "threads"], ["check"]);
 const presets = (args.presets ?? "tiny,small,medium").split(",");
 const builds = (args.builds ?? "scalar,simd,simd-threads").split(",");
 const envs = (args.env ?? "node").split(",");
@@ -52,6 +52,7 @@ for (const e of envs) if (e !== "node" && e !== "chromium") fail(`--env: unknown
 const PRESET_NAMES = ["tiny", "small", "medium", "large", "xl", "huge", "massive", "mega", "behemoth"];
 for (const p of presets) if (!PRESET_NAMES.includes(p)) fail(`--presets: unknown preset '${p}' (${PRESET_NAMES.join(", ")})`);
 for (const b of builds) if (!["scalar", "simd", "simd-threads", "memory64"].includes(b)) fail(`--builds: unknown build '${b}' (scalar, simd, simd-threads, memory64)`);
+if (args.check) process.exit(0); // bench/wasm.sh: the options are good, go on with the builds
 const steps = Number(args.steps ?? 10);
 const warmup = Number(args.warmup ?? 2);
 const warmupS = Number(args["warmup-s"] ?? 2);

@@ -16,6 +16,7 @@ OUT="${PTL_BROWSER_OUT:-$ROOT/build-browser}"
 export PTL_WASM_BUILD_DIR="$BUILD" PTL_BROWSER_OUT="$OUT"
 # --help, and options wasm.mjs refuses, before the builds (minutes) rather than after.
 for a in "$@"; do [[ "$a" == --help || "$a" == -h ]] && exec node "$ROOT/bench/wasm.mjs" --help; done
+node "$ROOT/bench/wasm.mjs" "$@" --check || exit 2
 builds="scalar,simd,simd-threads"
 envs="node"
 prev=""

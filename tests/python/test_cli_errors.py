@@ -104,3 +104,5 @@ def test_bench_drivers_check_arguments_before_measuring(tmp_path):
     if shutil.which("node"):
         for script in ("wasm.mjs", "wasm_ab.mjs", "wasm_steps.mjs", "webgpu_fma_peak.mjs"):
             clean_error(run("node", f"bench/{script}", "--bogus", "1"), "unknown option '--bogus'")
+        # wasm.sh checks the options before its builds (minutes): this fails at once.
+        clean_error(run("bash", "bench/wasm.sh", "--presets", "nope"), "unknown preset 'nope'")
