@@ -51,11 +51,7 @@ void Trainer::load_checkpoint(const std::vector<uint8_t>& bytes, const std::stri
 }
 
 std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
-  SafeTensors f;
-  f.metadata["format"] = "tinygpt";
-  f.metadata["format_version"] = std::to_string(kCheckpointVersion);
-  f.metadata["model_config"] = model_.to_json().dump();
-  f.metadata["tokenizer"] = R"({"type":"byte","vocab_size":256})";
+  SafeTensors f = with_checkpoint_metadata({}, model_);  // format, version, model, tokenizer, created_by
   f.metadata["train_config"] = train_.to_json().dump();
   f.metadata["train_state"] = nlohmann::json{{"step", state_.step},
                                              {"data_rng", state_.data_rng.to_hex()},
@@ -64,7 +60,6 @@ std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
   // A short history: the last 200 points.
   std::vector<LossPoint> tail(history_.end() - std::min<size_t>(history_.size(), 200), history_.end());
   f.metadata["loss_history"] = history_to_json(tail);
-  f.metadata["created_by"] = kVersionString;
   if (!lora_merged_.empty()) f.metadata["lora_merged"] = lora_merged_;
   const auto params = parameter_list(model_);
   for (const auto& t : params) f.add(t.name, DType::f32, t.shape, store_.find(t.name));
