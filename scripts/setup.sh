@@ -10,7 +10,7 @@ esac
 
 packages=(g++ cmake ninja-build libgtest-dev libcli11-dev nlohmann-json3-dev
           python3-torch python3-numpy python3-pytest libopenblas0-pthread
-          emscripten chromium libvulkan1)
+          emscripten chromium libvulkan1 clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -29,5 +29,7 @@ command -v node >/dev/null || { echo "setup: Node.js 20 is needed (node not foun
 [[ tests/browser/node_modules/.package-lock.json -nt tests/browser/package-lock.json ]] || npm --prefix tests/browser ci --no-audit --no-fund
 [[ web/site/node_modules/.package-lock.json -nt web/site/package-lock.json ]] || npm --prefix web/site ci --no-audit --no-fund
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Warnings are errors in CI (CI is set there), so that the build stays -Wall -Wextra clean.
+werror=OFF; [[ -n "${CI:-}" ]] && werror=ON
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTL_WERROR=$werror >/dev/null
 cmake --build build

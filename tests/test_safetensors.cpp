@@ -49,10 +49,10 @@ std::vector<uint8_t> make_file(const std::string& header, const std::vector<uint
   std::string h = header;
   if (pad) h.append((8 - h.size() % 8) % 8, ' ');
   uint64_t n = h.size();
-  std::vector<uint8_t> out(8);
+  std::vector<uint8_t> out(8 + h.size() + data.size());
   std::memcpy(out.data(), &n, 8);
-  out.insert(out.end(), h.begin(), h.end());
-  out.insert(out.end(), data.begin(), data.end());
+  std::memcpy(out.data() + 8, h.data(), h.size());
+  if (!data.empty()) std::memcpy(out.data() + 8 + h.size(), data.data(), data.size());
   return out;
 }
 

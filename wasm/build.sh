@@ -81,7 +81,7 @@ for v in "${variants[@]}"; do
   (
     if [[ "$v" == memory64 ]]; then setup_memory64_config; fi
     emcmake cmake -S "$ROOT" -B "$dir" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPTL_BUILD_TESTS=OFF \
-      -DPTL_WASM_VARIANT="$v" >/dev/null
+      -DPTL_WASM_VARIANT="$v" -DPTL_WERROR="$([[ -n "${CI:-}" ]] && echo ON || echo OFF)" >/dev/null
     cmake --build "$dir" --target ptl_engine_wasm -j "${PTL_WASM_JOBS:-$(nproc 2>/dev/null || echo 2)}"
   )
   ls -l "$dir"/ptl_engine.* >&2
