@@ -45,7 +45,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
 }
 
 const std::vector<Preset>& presets() {
-  // shared/spec/model.md, "Presets": layers, d, heads, ctx, batch.
+  // docs/model.md, "Presets": layers, d, heads, ctx, batch.
   static const std::vector<Preset> table = {
       {"tiny", {256, 2, 48, 3, 32}, 16},      {"small", {256, 3, 96, 3, 64}, 16},
       {"medium", {256, 4, 128, 4, 96}, 16},   {"large", {256, 6, 192, 6, 128}, 12},

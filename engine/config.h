@@ -1,5 +1,5 @@
 #pragma once
-// Model and training configuration, and the presets of shared/spec/model.md.
+// Model and training configuration, and the presets of docs/model.md.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 #pragma once
-// The GPT of shared/spec/model.md, built as programs (see program.h). model.cpp is the one
+// The GPT of docs/model.md, built as programs (see program.h). model.cpp is the one
 // place the architecture is written down; every backend runs what it produces.
 #include <cstdint>
 #include <set>

@@ -1,6 +1,6 @@
 #pragma once
 // Turning logits into the next byte: greedy, or temperature, then top-k, then top-p (nucleus),
-// then a draw from a seeded generator (shared/spec/model.md, "Generation").
+// then a draw from a seeded generator (docs/model.md, "Generation").
 #include <cstdint>
 #include <vector>
 

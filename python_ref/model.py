@@ -1,6 +1,6 @@
 """TinyGPT in PyTorch: the numerical oracle for the C++ engine.
 
-Exactly the model of shared/spec/model.md: GPT-2 style, pre-LayerNorm, learned absolute
+Exactly the model of docs/model.md: GPT-2 style, pre-LayerNorm, learned absolute
 positions, weight-tied output, exact (erf) GELU, no dropout. The state_dict names are the
 names on disk, so a checkpoint written by the engine loads with load_state_dict directly.
 """

@@ -11,8 +11,23 @@ const isolation = {
 };
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 
+// Markdown from the repository's docs/ (the /learn/model/ page) links to other files of the
+// repository by relative paths, which do not exist on the site: keep the link text, drop the link.
+function repoLinksAsText() {
+  const relative = (href) => typeof href === 'string' && !/^([a-z]+:|#|\/)/i.test(href);
+  const walk = (node) => {
+    if (!node.children) return;
+    node.children = node.children.flatMap((child) => {
+      walk(child);
+      return child.type === 'element' && child.tagName === 'a' && relative(child.properties?.href) ? child.children : [child];
+    });
+  };
+  return walk;
+}
+
 export default defineConfig({
   output: 'static',
+  markdown: { rehypePlugins: [repoLinksAsText] },
   server: { headers: isolation },
   vite: {
     server: { headers: isolation, fs: { allow: [repo] } },

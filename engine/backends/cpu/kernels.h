@@ -82,7 +82,7 @@ double sum_squares(const float* x, int64_t n);
 // The same over several tensors at once (the gradient norm), threaded; the result does not
 // depend on the thread count.
 double sum_squares_many(const float* const* xs, const int64_t* ns, int64_t count);
-// One AdamW step (see shared/spec/model.md); the gradient is multiplied by grad_scale first
+// One AdamW step (see docs/model.md); the gradient is multiplied by grad_scale first
 // (the clipping coefficient). t is the 1-based step count for bias correction.
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int64_t t, float grad_scale);

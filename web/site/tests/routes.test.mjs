@@ -8,12 +8,14 @@ import { test } from 'node:test';
 
 import { OUT, corpusPath, openSite, ptl, shootBoth } from './helpers.mjs';
 
-for (const [route, heading] of [['/', /Train a GPT/], ['/runs/', /Compare runs/], ['/learn/', /How it works/], ['/performance/', /Performance/], ['/kernels/', /Check the kernels/]]) {
+// [route, its h1, the navigation entry marked current]
+for (const [route, heading, nav = route] of [['/', /Train a GPT/], ['/runs/', /Compare runs/], ['/learn/', /How it works/],
+  ['/learn/model/', /The model: TinyGPT/, '/learn/'], ['/performance/', /Performance/], ['/kernels/', /Check the kernels/]]) {
   test(`${route} renders without errors`, async () => {
     const s = await openSite({ route });
     try {
       assert.match(await s.page.textContent('h1'), heading);
-      assert.equal(await s.page.getAttribute('nav a[aria-current="page"]', 'href'), route);
+      assert.equal(await s.page.getAttribute('nav a[aria-current="page"]', 'href'), nav);
       if (route === '/') await s.page.waitForFunction(() => document.body.dataset.ready === 'true', null, { timeout: 120000 });
       // Keyboard: the skip link is the first stop and moves focus to the content.
       await s.page.keyboard.press('Tab');
