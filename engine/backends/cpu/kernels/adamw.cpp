@@ -138,14 +138,32 @@ Update constants(const AdamWTensor& a) {
     const double bc2 = 1.0 - std::pow(b2, static_cast<double>(a.t));
     const float neg_step = static_cast<float>(-(lr_d / bc1));
     const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-    return Update{decay, one_minus_b1, b2f, one_minus_b2, neg_step, bc2_sqrt, a.eps, a.grad_scale};
+    return Update{.decay = decay,
+                  .one_minus_b1 = one_minus_b1,
+                  .b2f = b2f,
+                  .one_minus_b2 = one_minus_b2,
+                  .neg_step = neg_step,
+                  .bc2_sqrt = bc2_sqrt,
+                  .eps = a.eps,
+                  .grad_scale = a.grad_scale};
 }
 
 }  // namespace
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int64_t t, float grad_scale) {
-    const AdamWTensor a{p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale};
+    const AdamWTensor a{.p = p,
+                        .g = g,
+                        .m = m,
+                        .v = v,
+                        .n = n,
+                        .lr = lr,
+                        .beta1 = beta1,
+                        .beta2 = beta2,
+                        .eps = eps,
+                        .weight_decay = weight_decay,
+                        .t = t,
+                        .grad_scale = grad_scale};
     adamw_update_many(&a, 1);
 }
 

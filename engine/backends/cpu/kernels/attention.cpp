@@ -83,11 +83,14 @@ struct RowsB {
     const float* panel(int64_t j, int64_t p0) const { return base + j * panel_step + p0 * ldb; }
 };
 // A B operand packed by gemm::pack_b with P rows (kᵀ or vᵀ: P = hs).
-RowsB packed_b(const float* packed, int64_t P) { return {packed, gemm::kCols, P * gemm::kCols}; }
+RowsB packed_b(const float* packed, int64_t P) {
+    return {.base = packed, .ldb = gemm::kCols, .panel_step = P * gemm::kCols};
+}
 
 RowsB rows_b(const float* src, int64_t C, int64_t rows, int64_t hs, std::vector<float>& buf) {
     const bool fits_l1 = size_t(rows * gemm::kCols) * sizeof(float) <= (16 << 10);
-    if (hs % gemm::kCols == 0 && fits_l1 && (C * 4) % 1024 != 0) return {src, C, gemm::kCols};
+    if (hs % gemm::kCols == 0 && fits_l1 && (C * 4) % 1024 != 0)
+        return {.base = src, .ldb = C, .panel_step = gemm::kCols};
     float* packed = Scratch::get(buf, gemm::packed_floats(rows, hs));
     gemm::pack_b(packed, src, C, 1, rows, hs);
     return packed_b(packed, rows);

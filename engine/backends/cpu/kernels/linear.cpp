@@ -168,7 +168,8 @@ struct Product {
         for (int64_t pb = 0; pb < np; pb += kStripP) {
             const int64_t pn = std::min(kStripP, np - pb);
             for (int64_t s = 0; s < n_strips; s++)
-                copy_strip(A + s * R + (p0 + pb) * a_p, a_p, std::min(R, I - s * R), a_strips + s * R * kChunkP + pb * R, pn);
+                copy_strip(A + s * R + (p0 + pb) * a_p, a_p, std::min(R, I - s * R),
+                           a_strips + s * R * kChunkP + pb * R, pn);
         }
     }
     // Task t: (chunk,) row block, panel, numbered along the rows of C within a chunk, so that
