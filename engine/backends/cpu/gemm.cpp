@@ -54,11 +54,8 @@ void pack_panel(float* d, const float* src, int64_t s_p, int64_t s_j, int64_t P,
     } else {
         // B columns are contiguous (B is a transposed matrix: W for the forward product, k and
         // v in attention): kW x kW blocks are read as kW vectors along p, one per column,
-        // transposed in registers and stored as kW panel rows, where element by element each
-        // float was a scalar store (`perf record` of a 1-thread Small step: pack_panel 6% of
-        // the samples, two thirds of it attention's). `ptl bench --ops`, old and new builds
-        // alternated: attention_backward at 1 thread Medium 7.7-9.6 -> 5.1-6.1 ms per step,
-        // Small 2.6-3.1 -> 1.7-2.3 ms, at 2 threads Medium 4.6-5.3 -> 3.5-3.6 ms; Tiny the same.
+        // transposed in registers and stored as kW panel rows. Element by element, every float
+        // would be a scalar store, and packing k^T and v^T is a large share of attention's time.
         // The edges (p past the last whole block, columns past the last whole vector) go one
         // float at a time.
         const int64_t p_full = s_p == 1 ? P / kW * kW : 0, n_full = n / kW * kW;
@@ -91,13 +88,10 @@ template <int R, int NV>
 void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const float* Bp, int64_t ldb, int64_t P,
           int64_t cols, Store store, const float* bias) {
     vf acc[R][NV];
-    // The tile's lines of C, fetched for writing while the p loop runs: C is the op's output
-    // (an activation of M x N floats, or dW), mostly in L3 or memory, and R rows a row of C
-    // apart, which no hardware prefetcher follows; fetched at the store, every line stalled it.
-    // One thread, randomised-order A/B into one output buffer, two pairs per product: forward
-    // of the fc_in layers from Large up 2-4.5% faster, dx of XL's fc_out 7-9%, dW of Massive's
-    // fc_in 7-9%, most others 0-3%, Tiny's fc_in dW 2% slower. (Session 6 fetched them before
-    // the last multiply-adds instead, too late to show.) WebAssembly has no prefetch: nothing.
+    // The tile's lines of C are fetched for writing before the p loop, so that they arrive while
+    // it runs: C is the op's output (an activation, or dW), mostly in L3 or memory, and its R
+    // rows are a row of C apart, which no hardware prefetcher follows; fetched at the store,
+    // every line would stall it. (WebAssembly has no prefetch: the builtin compiles to nothing.)
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4

@@ -52,8 +52,8 @@ inline void pack_b(float* dst, const float* src, int64_t s_p, int64_t s_j, int64
     pack_b(dst, src, s_p, s_j, P, J, 0, panels(J));
 }
 // n floats of a thread's scratch vector (grown on demand), 64-byte aligned like the engine's
-// tensors: a packed panel row is then one or two whole vectors, where malloc's 8 or 16 bytes
-// split every AVX-512 load over two cache lines (linear products 1-3% slower at one thread).
+// tensors: a packed panel row is then one or two whole vectors, where at malloc's 16-byte
+// alignment every AVX-512 load of a panel row straddles two cache lines.
 inline float* scratch(std::vector<float>& v, size_t n) {
     constexpr size_t kAlign = 64 / sizeof(float);
     if (v.size() < n + kAlign) v.resize(n + kAlign);

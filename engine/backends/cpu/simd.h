@@ -6,8 +6,8 @@
 // is written with the ordinary operators (a * b + c, a > b); the compiler maps it to the
 // target's instructions, contracts a * b + c into an FMA where the target has one, and lowers
 // it to scalar code where there is no SIMD at all. So one source serves -march=native and
-// emcc -msimd128 alike, with no intrinsics and no dependency. See docs/performance.md for why
-// this was chosen over intrinsics, auto-vectorisation alone, or a SIMD library.
+// emcc -msimd128 alike, with no intrinsics and no dependency. docs/cpu-backend.md says why this
+// was chosen over intrinsics, auto-vectorisation alone, or a SIMD library.
 //
 // The math functions (exp, erf) are branch-free polynomials, accurate to a couple of ulp
 // (exp) and 1.5e-7 absolute (erf, the same Abramowitz-Stegun formula as PyTorch's vectorised

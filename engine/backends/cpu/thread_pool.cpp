@@ -58,9 +58,9 @@ class Pool {
     ctx_ = ctx;
     // Thread k owns the k-th contiguous share of the tasks. Kernels number their tasks along
     // rows, so the rows a thread writes in one op are the rows it reads in the next, and stay
-    // in its own L1/L2 instead of crossing to the other core's cache (on this 2-core machine
-    // that halved the time of memory-bound ops like add_backward). A thread that finishes its
-    // share takes tasks from the others' (a late or descheduled worker does not stall the op).
+    // in its own L1/L2 instead of crossing to another core's cache (for a memory-bound op, a
+    // crossing costs more than the op's arithmetic). A thread that finishes its share takes
+    // tasks from the others' (a late or descheduled worker does not stall the op).
     for (int k = 0; k < threads_; k++) {
       slots_[k].next.store(n * k / threads_, std::memory_order_relaxed);
       slots_[k].end = n * (k + 1) / threads_;

@@ -39,8 +39,8 @@ double as_typed_uncached(float f) {
 }
 
 // AdamW runs once per parameter tensor with the same four hyperparameters, and the decimal
-// round trip costs microseconds (in WebAssembly, snprintf and strtod: Tiny's AdamW took 0.58 ms
-// per step with it, 0.21 ms without), so the last few conversions are kept, per thread.
+// round trip costs microseconds (snprintf and strtod in WebAssembly: more than the update of a
+// small model's tensors), so the last few conversions are kept, per thread.
 double as_typed(float f) {
     struct Entry {
         float f;
@@ -138,22 +138,40 @@ Update constants(const AdamWTensor& a) {
     const double bc2 = 1.0 - std::pow(b2, static_cast<double>(a.t));
     const float neg_step = static_cast<float>(-(lr_d / bc1));
     const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-    return Update{decay, one_minus_b1, b2f, one_minus_b2, neg_step, bc2_sqrt, a.eps, a.grad_scale};
+    return Update{.decay = decay,
+                  .one_minus_b1 = one_minus_b1,
+                  .b2f = b2f,
+                  .one_minus_b2 = one_minus_b2,
+                  .neg_step = neg_step,
+                  .bc2_sqrt = bc2_sqrt,
+                  .eps = a.eps,
+                  .grad_scale = a.grad_scale};
 }
 
 }  // namespace
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int64_t t, float grad_scale) {
-    const AdamWTensor a{p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale};
+    const AdamWTensor a{.p = p,
+                        .g = g,
+                        .m = m,
+                        .v = v,
+                        .n = n,
+                        .lr = lr,
+                        .beta1 = beta1,
+                        .beta2 = beta2,
+                        .eps = eps,
+                        .weight_decay = weight_decay,
+                        .t = t,
+                        .grad_scale = grad_scale};
     adamw_update_many(&a, 1);
 }
 
 void adamw_update_many(const AdamWTensor* ts, int64_t count) {
     // Every element is independent, so the tensors are cut into ranges of about the same work
-    // and all of them go to the pool in one pass. Per tensor, most parameter tensors (LayerNorm
-    // weights, biases, Tiny's matrices) are below any sensible grain and ran on one thread, one
-    // fork/join each: Tiny's AdamW did not get faster with a second thread at all.
+    // and all of them go to the pool in one pass: most parameter tensors (LayerNorm weights,
+    // biases, a small model's matrices) are below any sensible grain alone, and one pass per
+    // tensor would run each on one thread, with a fork/join each.
     std::vector<Update> u(static_cast<size_t>(count));
     int64_t total = 0;
     for (int64_t k = 0; k < count; k++) {

@@ -39,11 +39,9 @@ constexpr int64_t kTile = gemm::kRows;
 // Query rows per block: 8 register tiles (96 rows with AVX-512, 32 in WebAssembly). Blocks make
 // the scores a matrix product, and dK, dV are summed over a block's rows in one product, then
 // added to the earlier blocks' sums. With the causal triangle cut per tile, taller blocks cost
-// no extra multiply-adds and add to dK and dV fewer times: a scratch program timing one layer at
-// 1 thread, four rounds (session 14): Medium's backward 1.64-1.71 ms with 2 tiles, 1.55-1.60
-// with 8; Small's 0.62-0.64 -> 0.59-0.60 ms; Tiny, Large and Huge within the rounds' spread.
-// (The block height decides where dK's and dV's sums over query rows are split, so changing it
-// moves them in the last bits; the cut per tile does not.)
+// no extra multiply-adds and add to dK and dV fewer times. The block height decides where dK's
+// and dV's sums over query rows are split, so it is part of the results: changing it moves dK
+// and dV in the last bits (the cut per tile does not).
 constexpr int64_t kQB = 8 * kTile;
 
 float head_scale(int64_t hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
@@ -78,21 +76,21 @@ int64_t tile_cols(int64_t last, int64_t lds) { return std::min(lds, row_stride(t
 // row of a panel is then kCols floats that can be read), at most 16 KB of panel rows (a tile
 // rereads them all, so they must stay in L1), and rows not a multiple of 1 KB apart (such rows
 // fall into a quarter of L1's sets or fewer and evict each other). Otherwise packed first.
-// A scratch program timing one layer at 1 thread against packing always, alternated (session
-// 14), the three calmest of six rounds: Medium's forward 0.89-0.90 -> 0.87 ms, backward
-// 1.56-1.57 -> 1.51-1.55 ms; Small's backward 0.59-0.61 -> 0.58; Large's 3.69-3.71 -> 3.42-3.46.
-// Without the limits, Huge's forward (T = 256, rows 1 KB apart) went 5.47-5.59 -> 5.70-5.82 ms.
+// Packing such an operand would only copy it.
 struct RowsB {
     const float* base;
     int64_t ldb, panel_step;
     const float* panel(int64_t j, int64_t p0) const { return base + j * panel_step + p0 * ldb; }
 };
 // A B operand packed by gemm::pack_b with P rows (kᵀ or vᵀ: P = hs).
-RowsB packed_b(const float* packed, int64_t P) { return {packed, gemm::kCols, P * gemm::kCols}; }
+RowsB packed_b(const float* packed, int64_t P) {
+    return {.base = packed, .ldb = gemm::kCols, .panel_step = P * gemm::kCols};
+}
 
 RowsB rows_b(const float* src, int64_t C, int64_t rows, int64_t hs, std::vector<float>& buf) {
     const bool fits_l1 = size_t(rows * gemm::kCols) * sizeof(float) <= (16 << 10);
-    if (hs % gemm::kCols == 0 && fits_l1 && (C * 4) % 1024 != 0) return {src, C, gemm::kCols};
+    if (hs % gemm::kCols == 0 && fits_l1 && (C * 4) % 1024 != 0)
+        return {.base = src, .ldb = C, .panel_step = gemm::kCols};
     float* packed = Scratch::get(buf, gemm::packed_floats(rows, hs));
     gemm::pack_b(packed, src, C, 1, rows, hs);
     return packed_b(packed, rows);

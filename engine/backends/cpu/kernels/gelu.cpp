@@ -24,7 +24,7 @@ inline vf gelu(vf x) { return 0.5f * x * (1.0f + simd::erf(x * kInvSqrt2)); }
 
 // d/dx [x Phi(x)] = Phi(x) + x phi(x), with phi(x) = exp(-x^2 / 2) / sqrt(2 pi) the normal density.
 // erf(x / sqrt 2) computes that exp on its way: taken from it, the backward has one exp per
-// element instead of two (Medium's fc layer at one thread, 786k floats: 0.73 -> 0.48 ms).
+// element instead of two, and the exps are most of its arithmetic.
 inline vf gelu_grad(vf x) {
     vf exp_half_x2;  // exp(-(x / sqrt 2)^2) = exp(-x^2 / 2)
     const vf cdf = 0.5f * (1.0f + simd::erf(x * kInvSqrt2, exp_half_x2));
