@@ -57,9 +57,8 @@ std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
                                              {"data_rng", state_.data_rng.to_hex()},
                                              {"tokens_seen", state_.tokens_seen},
                                              {"elapsed_seconds", state_.elapsed_seconds}}.dump();
-  // A short history: the last 200 points.
-  std::vector<LossPoint> tail(history_.end() - std::min<size_t>(history_.size(), 200), history_.end());
-  f.metadata["loss_history"] = history_to_json(tail);
+  // The whole curve, thinned as it grows (training_loop.h).
+  f.metadata["loss_history"] = history_to_json(history_);
   if (!lora_merged_.empty()) f.metadata["lora_merged"] = lora_merged_;
   const auto params = parameter_list(model_);
   for (const auto& t : params) f.add(t.name, DType::f32, t.shape, store_.find(t.name));
@@ -127,6 +126,44 @@ int64_t Trainer::count_external_step(const Batch& batch) {
   return ++state_.step;
 }
 
+std::vector<TensorInfo> Trainer::state_tensors() const {
+  std::vector<TensorInfo> out = parameter_list(model_, lora_);
+  const std::vector<TensorInfo> trainable = lora_.enabled() ? adapter_tensors(model_, lora_) : parameter_list(model_);
+  for (const char* which : {"optim.m.", "optim.v."})
+    for (const auto& t : trainable) out.push_back(TensorInfo{which + t.name, TensorKind::optim_state, DType::f32, t.shape});
+  return out;
+}
+
+namespace {
+const TensorInfo& state_tensor(const std::vector<TensorInfo>& all, const std::string& name) {
+  for (const auto& t : all)
+    if (t.name == name) return t;
+  fail("'" + name + "' is not a tensor of this model's state (its parameters, adapters and their AdamW moments)");
+}
+}  // namespace
+
+const float* Trainer::read_tensor(const std::string& name) const {
+  state_tensor(state_tensors(), name);
+  const float* p = store_.find(name);
+  check(p != nullptr, "tensor '" + name + "' is not present yet (AdamW moments appear with the first training step)");
+  return p;
+}
+
+void Trainer::write_tensor(const std::string& name, const void* data, size_t bytes) {
+  const auto all = state_tensors();
+  const TensorInfo& t = state_tensor(all, name);
+  check(bytes == size_t(t.bytes()), "tensor '" + name + "' holds " + std::to_string(t.bytes()) + " bytes, not " +
+                                        std::to_string(bytes));
+  check(data != nullptr || bytes == 0, "null data pointer");
+  std::memcpy(store_.get_or_create(t), data, bytes);
+  gen_.reset();
+}
+
+void Trainer::set_step(int64_t step) {
+  check(step >= 0, "step must not be negative");
+  state_.step = step;
+}
+
 InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
   const int V = model_.vocab_size, ctx = model_.ctx;
   check(top_k >= 1, "top k must be at least 1");
@@ -180,22 +217,21 @@ StepResult Trainer::train_step(const Batch& batch) {
     train_masked_ = true;
     train_exec_.reset();
   }
-  cpu::Executor& ex = train_executor();
-  std::memcpy(ex.i32("tokens"), batch.inputs.data(), batch.inputs.size() * 4);
-  std::memcpy(ex.i32("targets"), batch.targets.data(), batch.targets.size() * 4);
+  // Through the executor interface only: inputs in, run, scalars out.
+  Executor& ex = train_executor();
+  ex.write("tokens", batch.inputs.data(), batch.inputs.size() * 4);
+  ex.write("targets", batch.targets.data(), batch.targets.size() * 4);
   if (train_masked_) {
-    float* m = ex.f32("loss_mask");
-    if (batch.mask.empty()) std::fill(m, m + batch.inputs.size(), 1.0f);
-    else std::memcpy(m, batch.mask.data(), batch.mask.size() * 4);
+    if (batch.mask.empty()) ex.write("loss_mask", std::vector<float>(batch.inputs.size(), 1.0f).data(), batch.inputs.size() * 4);
+    else ex.write("loss_mask", batch.mask.data(), batch.mask.size() * 4);
   }
   const double lr = train_.lr_at(state_.step);
-  float* hp = ex.f32("optim.hparams");
-  hp[0] = float(lr);
-  hp[1] = float(state_.step + 1);
+  const float hp[2] = {float(lr), float(state_.step + 1)};
+  ex.write("optim.hparams", hp, sizeof hp);
   ex.run();
   StepResult r;
-  r.loss = ex.f32("loss")[0];
-  r.grad_norm = ex.f32("grad_norm")[0];
+  r.loss = ex.read_f32("loss");
+  r.grad_norm = ex.read_f32("grad_norm");
   r.lr = lr;
   r.tokens = int64_t(batch.batch) * batch.seq;
   r.step = ++state_.step;
@@ -322,8 +358,7 @@ std::vector<uint8_t> Trainer::save_adapter() const {
   f.metadata["train_state"] = nlohmann::json{{"step", state_.step},
                                              {"tokens_seen", state_.tokens_seen},
                                              {"elapsed_seconds", state_.elapsed_seconds}}.dump();
-  std::vector<LossPoint> tail(history_.end() - std::min<size_t>(history_.size(), 200), history_.end());
-  f.metadata["loss_history"] = history_to_json(tail);
+  f.metadata["loss_history"] = history_to_json(history_);
   f.metadata["created_by"] = kVersionString;
   for (const auto& t : adapter_tensors(model_, lora_)) f.add(t.name, DType::f32, t.shape, store_.find(t.name));
   return encode_safetensors(f);
