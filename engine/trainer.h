@@ -1,6 +1,10 @@
 #pragma once
 // The engine's front: one model with its weights, optimizer state, data and programs. The CLI,
-// the WebAssembly API and the tests all drive a model through this class.
+// the WebAssembly API and the tests all drive a model through this class. Its parts, by concern:
+// - model state, checkpoints, data, the training step and evaluation: trainer.cpp;
+// - fine-tuning (a fresh run on the current weights, LoRA adapters, SFT data): trainer_finetune.cpp;
+// - generation and inspection: trainer_generate.cpp;
+// - the training loop around the step (events, history, divergence): training_loop.h.
 #include <functional>
 #include <map>
 #include <memory>
