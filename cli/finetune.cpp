@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "engine/error.h"
+#include "engine/training_loop.h"
 #if __has_include("engine/backends/cpu/thread_pool.h")
 #include "engine/backends/cpu/thread_pool.h"
 #define PTL_HAS_THREAD_POOL 1
@@ -22,8 +23,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-
-std::string nonfinite_name(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+infinity" : "-infinity"; }
 
 }  // namespace
 
@@ -99,7 +98,7 @@ void run_finetune_loop(Trainer& trainer, const FinetuneArgs& a, const std::funct
   const bool has_val = trainer.has_sft_data() ? trainer.sft_data().has_val() : trainer.corpus().has_val();
   const int64_t last = tc.steps;
 
-  int64_t saved_step = -1;
+  TrainingLoop loop(trainer, TrainingLoop::options_from(trainer));
   g_interrupted = false;
   auto old_handler = std::signal(SIGINT, [](int) { g_interrupted = true; });
   Progress progress(0, last, a.log_every);
@@ -111,51 +110,45 @@ void run_finetune_loop(Trainer& trainer, const FinetuneArgs& a, const std::funct
     progress.message(line);
     metrics << nlohmann::json{{"step", 0}, {"val_loss", v.loss}}.dump() << "\n";
   }
-  for (int64_t step = 1; step <= last; ++step) {
-    StepResult r = trainer.train_step();
-    trainer.add_elapsed(r.seconds);
-    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
-      progress.finish();
-      std::signal(SIGINT, old_handler);
-      fail("training diverged at step " + std::to_string(step) + ": " + (std::isfinite(r.loss) ? "gradient norm" : "loss") +
-           " is " + nonfinite_name(std::isfinite(r.loss) ? r.grad_norm : r.loss) + " (try a lower --lr); " +
-           (saved_step >= 0 ? "the " + result + " of step " + std::to_string(saved_step) + " is saved"
-                            : std::string("nothing was saved")));
-    }
+  FitCallbacks cb;
+  cb.on_step = [&](const StepReport& rep) {
+    const StepResult& r = rep.result;
     const double tps = r.tokens / r.seconds;
     ema_tps = ema_tps == 0 ? tps : 0.9 * ema_tps + 0.1 * tps;
-    nlohmann::json m = {{"step", step},           {"train_loss", r.loss},  {"lr", r.lr},
-                        {"grad_norm", r.grad_norm}, {"tokens_per_s", tps}, {"elapsed_s", trainer.state().elapsed_seconds}};
-    LossPoint point{step, r.loss, std::nullopt};
-    const bool do_eval = has_val && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == last);
-    if (do_eval) {
-      auto t0 = std::chrono::steady_clock::now();
-      EvalResult val = trainer.validation_loss();
-      trainer.add_elapsed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    nlohmann::json m = {{"step", r.step},           {"train_loss", r.loss},  {"lr", r.lr},
+                        {"grad_norm", r.grad_norm}, {"tokens_per_s", tps}, {"elapsed_s", rep.elapsed_seconds}};
+    if (rep.validation) {
+      const EvalResult& val = *rep.validation;
       m["val_loss"] = val.loss;
-      point.val_loss = val.loss;
       char line[160];
-      std::snprintf(line, sizeof line, "step %lld: train loss %.4f, val loss %.4f (perplexity %.2f)", (long long)step,
+      std::snprintf(line, sizeof line, "step %lld: train loss %.4f, val loss %.4f (perplexity %.2f)", (long long)r.step,
                     r.loss, val.loss, val.perplexity());
       progress.message(line);
     }
-    if (do_eval || step % 10 == 0) trainer.history().push_back(point);
     metrics << m.dump() << "\n";
-    if (do_eval || step == last || g_interrupted) {
-      metrics.flush();
-      save();
-      saved_step = step;
-    }
-    progress.update(step, r.loss, ema_tps, r.lr);
-    if (g_interrupted) {
-      progress.finish();
-      std::signal(SIGINT, old_handler);
-      std::printf("interrupted at step %lld; the %s of that step is saved (fine-tuning runs do not resume: "
-                  "start again with --steps to train longer)\n",
-                  (long long)step, result.c_str());
-      exit_status = kInterruptedStatus;
-      return;
-    }
+  };
+  cb.on_save = [&](int64_t) {
+    metrics.flush();
+    save();
+  };
+  cb.on_step_end = [&](const StepReport& rep) { progress.update(rep.result.step, rep.result.loss, ema_tps, rep.result.lr); };
+  cb.stop_requested = [] { return g_interrupted.load(); };
+  const FitResult res = loop.fit(cb);
+  if (res.stop == FitResult::diverged) {
+    progress.finish();
+    std::signal(SIGINT, old_handler);
+    const auto saved = loop.saved_step();
+    fail(res.divergence->message() + " (try a lower --lr); " +
+         (saved ? "the " + result + " of step " + std::to_string(*saved) + " is saved" : std::string("nothing was saved")));
+  }
+  if (res.stop == FitResult::interrupted) {
+    progress.finish();
+    std::signal(SIGINT, old_handler);
+    std::printf("interrupted at step %lld; the %s of that step is saved (fine-tuning runs do not resume: "
+                "start again with --steps to train longer)\n",
+                (long long)res.step, result.c_str());
+    exit_status = kInterruptedStatus;
+    return;
   }
   std::signal(SIGINT, old_handler);
   progress.finish();

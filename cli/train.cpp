@@ -19,6 +19,7 @@
 #include "engine/error.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
+#include "engine/training_loop.h"
 
 namespace ptl::cli {
 
@@ -93,8 +94,6 @@ void trim_run_logs(const fs::path& dir, int64_t step) {
     }
   }
 }
-
-std::string nonfinite_name(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+infinity" : "-infinity"; }
 
 std::string sample_text(Trainer& trainer, int n, uint64_t seed) {
   SamplingOptions opt;
@@ -205,65 +204,64 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
               trainer->corpus().val().size(), out.c_str());
   std::fflush(stdout);
 
-  auto save = [&]() { write_file_atomic(ckpt_path, trainer->save_checkpoint(true)); };
+  TrainingLoop loop(*trainer, TrainingLoop::options_from(*trainer));
+  LoopOptions lo = loop.options();
+  lo.last = last;
+  loop.set_options(lo);
   // The last good checkpoint on disk: the one we resumed from until we write our own.
-  int64_t saved_step = a.resume.empty() ? -1 : first;
-  std::string saved_path = a.resume;
+  if (!a.resume.empty()) loop.set_saved_step(first);
 
   g_interrupted = false;
   auto old_handler = std::signal(SIGINT, [](int) { g_interrupted = true; });
   Progress progress(first, last, a.log_every);
   double ema_tps = 0;
-  for (int64_t step = first + 1; step <= last; ++step) {
-    StepResult r = trainer->train_step();
-    trainer->add_elapsed(r.seconds);
-    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
-      progress.finish();
-      fail("training diverged at step " + std::to_string(step) + ": " + (std::isfinite(r.loss) ? "gradient norm" : "loss") +
-           " is " + nonfinite_name(std::isfinite(r.loss) ? r.grad_norm : r.loss) + " (try a lower --lr); " +
-           (saved_step >= 0 ? "the last good checkpoint is " + saved_path + " (step " + std::to_string(saved_step) + ")"
-                            : std::string("no checkpoint was written")));
-    }
+  FitCallbacks cb;
+  cb.on_step = [&](const StepReport& rep) {
+    const StepResult& r = rep.result;
     const double tps = r.tokens / r.seconds;
     ema_tps = ema_tps == 0 ? tps : 0.9 * ema_tps + 0.1 * tps;
-    nlohmann::json m = {{"step", step},        {"train_loss", r.loss}, {"lr", r.lr},
-                        {"grad_norm", r.grad_norm}, {"tokens_per_s", tps},  {"elapsed_s", trainer->state().elapsed_seconds}};
-    LossPoint point{step, r.loss, std::nullopt};
-    const bool do_eval = (tc.eval_every > 0 && step % tc.eval_every == 0) || step == last;
-    if (do_eval) {
-      auto t0 = std::chrono::steady_clock::now();
-      EvalResult val = trainer->validation_loss();
-      trainer->add_elapsed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    nlohmann::json m = {{"step", r.step},        {"train_loss", r.loss}, {"lr", r.lr},
+                        {"grad_norm", r.grad_norm}, {"tokens_per_s", tps},  {"elapsed_s", rep.elapsed_seconds}};
+    if (rep.validation) {
+      const EvalResult& val = *rep.validation;
       m["val_loss"] = val.loss;
-      point.val_loss = val.loss;
       char line[160];
       std::snprintf(line, sizeof line, "step %lld: train loss %.4f, val loss %.4f (perplexity %.2f, %.3f bits/byte)",
-                    (long long)step, r.loss, val.loss, val.perplexity(), val.bits_per_byte());
+                    (long long)r.step, r.loss, val.loss, val.perplexity(), val.bits_per_byte());
       progress.message(line);
     }
-    if (do_eval || step % 10 == 0) trainer->history().push_back(point);
     metrics << m.dump() << "\n";
-    if (tc.sample_every > 0 && step % tc.sample_every == 0) {
-      std::string text = sample_text(*trainer, 200, tc.seed + uint64_t(step));
-      progress.message("--- sample at step " + std::to_string(step) + " ---\n" + for_terminal(printable_utf8(text)) + "\n---");
-      samples << "--- step " << step << " ---\n" << text << "\n";
-      samples.flush();
-    }
-    if (do_eval || g_interrupted) {
-      metrics.flush();
-      save();
-      saved_step = step;
-      saved_path = ckpt_path;
-    }
-    progress.update(step, r.loss, ema_tps, r.lr);
-    if (g_interrupted) {
-      progress.finish();
-      std::signal(SIGINT, old_handler);
-      std::printf("interrupted at step %lld; saved %s. Continue with: ptl train --resume %s\n", (long long)step,
-                  ckpt_path.c_str(), ckpt_path.c_str());
-      exit_status = kInterruptedStatus;
-      return;
-    }
+  };
+  cb.on_sample = [&](int64_t step) {
+    std::string text = sample_text(*trainer, 200, tc.seed + uint64_t(step));
+    progress.message("--- sample at step " + std::to_string(step) + " ---\n" + for_terminal(printable_utf8(text)) + "\n---");
+    samples << "--- step " << step << " ---\n" << text << "\n";
+    samples.flush();
+  };
+  bool wrote_own = false;  // a checkpoint of this run is on disk (else the one resumed from is the last good one)
+  cb.on_save = [&](int64_t) {
+    metrics.flush();
+    write_file_atomic(ckpt_path, trainer->save_checkpoint(true));
+    wrote_own = true;
+  };
+  cb.on_step_end = [&](const StepReport& rep) { progress.update(rep.result.step, rep.result.loss, ema_tps, rep.result.lr); };
+  cb.stop_requested = [] { return g_interrupted.load(); };
+  const FitResult res = loop.fit(cb);
+  if (res.stop == FitResult::diverged) {
+    progress.finish();
+    const auto saved = loop.saved_step();
+    fail(res.divergence->message() + " (try a lower --lr); " +
+         (saved ? "the last good checkpoint is " + (wrote_own ? ckpt_path : a.resume) +
+                      " (step " + std::to_string(*saved) + ")"
+                : std::string("no checkpoint was written")));
+  }
+  if (res.stop == FitResult::interrupted) {
+    progress.finish();
+    std::signal(SIGINT, old_handler);
+    std::printf("interrupted at step %lld; saved %s. Continue with: ptl train --resume %s\n", (long long)res.step,
+                ckpt_path.c_str(), ckpt_path.c_str());
+    exit_status = kInterruptedStatus;
+    return;
   }
   std::signal(SIGINT, old_handler);
   progress.finish();

@@ -57,9 +57,8 @@ std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
                                              {"data_rng", state_.data_rng.to_hex()},
                                              {"tokens_seen", state_.tokens_seen},
                                              {"elapsed_seconds", state_.elapsed_seconds}}.dump();
-  // A short history: the last 200 points.
-  std::vector<LossPoint> tail(history_.end() - std::min<size_t>(history_.size(), 200), history_.end());
-  f.metadata["loss_history"] = history_to_json(tail);
+  // The whole curve, thinned as it grows (training_loop.h).
+  f.metadata["loss_history"] = history_to_json(history_);
   if (!lora_merged_.empty()) f.metadata["lora_merged"] = lora_merged_;
   const auto params = parameter_list(model_);
   for (const auto& t : params) f.add(t.name, DType::f32, t.shape, store_.find(t.name));
@@ -127,46 +126,42 @@ int64_t Trainer::count_external_step(const Batch& batch) {
   return ++state_.step;
 }
 
-InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
-  const int V = model_.vocab_size, ctx = model_.ctx;
-  check(top_k >= 1, "top k must be at least 1");
-  for (int32_t t : prompt) check(t >= 0 && t < V, "prompt token outside the vocabulary");
-  InspectResult r;
-  // As generation: an empty prompt is a newline, and past the context the model sees the last
-  // ctx tokens (nanoGPT's crop).
-  if (prompt.empty()) r.tokens = {'\n'};
-  else r.tokens.assign(prompt.end() - std::min<size_t>(prompt.size(), size_t(ctx)), prompt.end());
-  const int T = int(r.tokens.size());
-  if (!inspect_exec_ || inspect_exec_->program().tensor(inspect_exec_->program().id("tokens")).shape[1] != T)
-    inspect_exec_ = std::make_unique<cpu::Executor>(build_inspect_program(model_, T, lora_), store_);
-  cpu::Executor& ex = *inspect_exec_;
-  std::memcpy(ex.i32("tokens"), r.tokens.data(), size_t(T) * 4);
-  ex.run();
+std::vector<TensorInfo> Trainer::state_tensors() const {
+  std::vector<TensorInfo> out = parameter_list(model_, lora_);
+  const std::vector<TensorInfo> trainable = lora_.enabled() ? adapter_tensors(model_, lora_) : parameter_list(model_);
+  for (const char* which : {"optim.m.", "optim.v."})
+    for (const auto& t : trainable) out.push_back(TensorInfo{which + t.name, TensorKind::optim_state, DType::f32, t.shape});
+  return out;
+}
 
-  // Next-byte probabilities at the last position, in double: p_v = exp(l_v - max) / sum.
-  const float* last = ex.f32("logits") + size_t(T - 1) * V;
-  const double mx = *std::max_element(last, last + V);
-  std::vector<double> p(V);
-  double sum = 0;
-  for (int v = 0; v < V; ++v) sum += p[v] = std::exp(double(last[v]) - mx);
-  std::vector<int32_t> order(V);
-  for (int v = 0; v < V; ++v) order[v] = v;
-  const int k = std::min(top_k, V);
-  // Most likely first; equal probabilities by byte value, so the order is deterministic.
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int32_t a, int32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
-  for (int i = 0; i < k; ++i) r.top.push_back({order[i], p[order[i]] / sum});
+namespace {
+const TensorInfo& state_tensor(const std::vector<TensorInfo>& all, const std::string& name) {
+  for (const auto& t : all)
+    if (t.name == name) return t;
+  fail("'" + name + "' is not a tensor of this model's state (its parameters, adapters and their AdamW moments)");
+}
+}  // namespace
 
-  r.layers = model_.n_layers;
-  r.heads = model_.n_heads;
-  r.T = T;
-  const size_t per_layer = size_t(r.heads) * T * T;
-  r.attention.resize(size_t(r.layers) * per_layer);
-  for (int l = 0; l < r.layers; ++l) {
-    const float* probs = ex.f32("blocks." + std::to_string(l) + ".attn.probs");
-    std::copy(probs, probs + per_layer, r.attention.begin() + l * per_layer);
-  }
-  return r;
+const float* Trainer::read_tensor(const std::string& name) const {
+  state_tensor(state_tensors(), name);
+  const float* p = store_.find(name);
+  check(p != nullptr, "tensor '" + name + "' is not present yet (AdamW moments appear with the first training step)");
+  return p;
+}
+
+void Trainer::write_tensor(const std::string& name, const void* data, size_t bytes) {
+  const auto all = state_tensors();
+  const TensorInfo& t = state_tensor(all, name);
+  check(bytes == size_t(t.bytes()), "tensor '" + name + "' holds " + std::to_string(t.bytes()) + " bytes, not " +
+                                        std::to_string(bytes));
+  check(data != nullptr || bytes == 0, "null data pointer");
+  std::memcpy(store_.get_or_create(t), data, bytes);
+  gen_.reset();
+}
+
+void Trainer::set_step(int64_t step) {
+  check(step >= 0, "step must not be negative");
+  state_.step = step;
 }
 
 StepResult Trainer::train_step(const Batch& batch) {
@@ -180,22 +175,21 @@ StepResult Trainer::train_step(const Batch& batch) {
     train_masked_ = true;
     train_exec_.reset();
   }
-  cpu::Executor& ex = train_executor();
-  std::memcpy(ex.i32("tokens"), batch.inputs.data(), batch.inputs.size() * 4);
-  std::memcpy(ex.i32("targets"), batch.targets.data(), batch.targets.size() * 4);
+  // Through the executor interface only: inputs in, run, scalars out.
+  Executor& ex = train_executor();
+  ex.write("tokens", batch.inputs.data(), batch.inputs.size() * 4);
+  ex.write("targets", batch.targets.data(), batch.targets.size() * 4);
   if (train_masked_) {
-    float* m = ex.f32("loss_mask");
-    if (batch.mask.empty()) std::fill(m, m + batch.inputs.size(), 1.0f);
-    else std::memcpy(m, batch.mask.data(), batch.mask.size() * 4);
+    if (batch.mask.empty()) ex.write("loss_mask", std::vector<float>(batch.inputs.size(), 1.0f).data(), batch.inputs.size() * 4);
+    else ex.write("loss_mask", batch.mask.data(), batch.mask.size() * 4);
   }
   const double lr = train_.lr_at(state_.step);
-  float* hp = ex.f32("optim.hparams");
-  hp[0] = float(lr);
-  hp[1] = float(state_.step + 1);
+  const float hp[2] = {float(lr), float(state_.step + 1)};
+  ex.write("optim.hparams", hp, sizeof hp);
   ex.run();
   StepResult r;
-  r.loss = ex.f32("loss")[0];
-  r.grad_norm = ex.f32("grad_norm")[0];
+  r.loss = ex.read_f32("loss");
+  r.grad_norm = ex.read_f32("grad_norm");
   r.lr = lr;
   r.tokens = int64_t(batch.batch) * batch.seq;
   r.step = ++state_.step;
@@ -266,169 +260,6 @@ EvalResult Trainer::evaluate_batches(const std::vector<Batch>& batches) {
   r.loss = sum / weight;
   r.tokens = int64_t(weight);
   return r;
-}
-
-// --- Post-training --------------------------------------------------------------------------------
-
-void Trainer::start_finetune(const TrainConfig& train) {
-  train.validate();
-  train_ = train;
-  state_ = TrainState();  // () not {}: clang rejects {} (Rng's default constructor is explicit)
-  state_.data_rng = rng_for(train_.seed, "data");
-  history_.clear();
-  store_.erase_prefix("optim.");
-  drop_programs();
-}
-
-void Trainer::erase_adapters() {
-  // Exact names as prefixes: "blocks.1.attn.q_proj.lora_A" is a prefix of no other tensor.
-  for (const auto& t : adapter_tensors(model_, lora_)) {
-    store_.erase_prefix(t.name);
-    store_.erase_prefix("optim.m." + t.name);
-    store_.erase_prefix("optim.v." + t.name);
-  }
-}
-
-void Trainer::enable_lora(const LoraConfig& lora, uint64_t seed) {
-  validate_lora(lora);
-  const auto tensors = adapter_tensors(model_, lora);  // throws when the rank is larger than a layer
-  drop_programs();
-  if (lora_.enabled()) erase_adapters();
-  // The base is frozen from now on: its AdamW moments are of no use.
-  store_.erase_prefix("optim.");
-  for (const auto& t : tensors) init_parameter(model_, t, seed, store_.get_or_create(t));
-  lora_ = lora;
-}
-
-void Trainer::disable_lora() {
-  if (!lora_.enabled()) return;
-  drop_programs();
-  erase_adapters();
-  lora_ = LoraConfig{};
-}
-
-std::vector<uint8_t> Trainer::save_adapter() const {
-  check(lora_.enabled(), "no LoRA adapters to save");
-  check(!base_sha256_.empty(), "the base model's checkpoint sha256 is unknown: load the base from a checkpoint file "
-                               "(or set its sha256) before saving an adapter");
-  SafeTensors f;
-  f.metadata["format"] = kAdapterFormat;
-  f.metadata["format_version"] = std::to_string(kAdapterVersion);
-  f.metadata["base_sha256"] = base_sha256_;
-  f.metadata["model_config"] = model_.to_json().dump();
-  f.metadata["tokenizer"] = R"({"type":"byte","vocab_size":256})";
-  f.metadata["lora_config"] = lora_to_json(lora_).dump();
-  f.metadata["train_config"] = train_.to_json().dump();
-  f.metadata["train_state"] = nlohmann::json{{"step", state_.step},
-                                             {"tokens_seen", state_.tokens_seen},
-                                             {"elapsed_seconds", state_.elapsed_seconds}}.dump();
-  std::vector<LossPoint> tail(history_.end() - std::min<size_t>(history_.size(), 200), history_.end());
-  f.metadata["loss_history"] = history_to_json(tail);
-  f.metadata["created_by"] = kVersionString;
-  for (const auto& t : adapter_tensors(model_, lora_)) f.add(t.name, DType::f32, t.shape, store_.find(t.name));
-  return encode_safetensors(f);
-}
-
-void Trainer::load_adapter(const std::vector<uint8_t>& bytes, const std::string& what) {
-  SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), what);
-  AdapterContents c = inspect_adapter(f, what);
-  check(c.base_model == model_, what + ": the adapter was trained on a base model with config " +
-                                    c.base_model.to_json().dump() + ", but this base is " + model_.to_json().dump());
-  check(!base_sha256_.empty(), what + ": cannot check the adapter against this base: the base was not loaded from a "
-                                      "checkpoint file (its sha256 is unknown)");
-  check(c.base_sha256 == base_sha256_, what + ": the adapter was trained on a different base checkpoint (its base has "
-                                             "sha256 " + c.base_sha256.substr(0, 16) + "..., this base " +
-                                             base_sha256_.substr(0, 16) + "...)");
-  drop_programs();
-  if (lora_.enabled()) erase_adapters();
-  store_.erase_prefix("optim.");
-  for (const auto& t : adapter_tensors(model_, c.lora)) {
-    const StoredTensor* s = f.find(t.name);
-    std::memcpy(store_.get_or_create(t), s->data.data(), s->data.size());
-  }
-  lora_ = c.lora;
-}
-
-void Trainer::merge_lora() {
-  check(lora_.enabled(), "no LoRA adapters to merge");
-  const double scale = lora_.alpha / lora_.rank;
-  const int64_t r = lora_.rank;
-  for (const auto& t : adapter_tensors(model_, lora_)) {
-    if (!t.name.ends_with(".lora_A")) continue;
-    const std::string prefix = t.name.substr(0, t.name.size() - 7);
-    const float* A = store_.find(prefix + ".lora_A");  // [r, in]
-    const float* B = store_.find(prefix + ".lora_B");  // [out, r]
-    float* W = store_.find(prefix + ".weight");        // [out, in]
-    const int64_t in = t.shape[1], out = store_.numel(prefix + ".bias");
-    for (int64_t o = 0; o < out; ++o)
-      for (int64_t i = 0; i < in; ++i) {
-        double s = 0;
-        for (int64_t k = 0; k < r; ++k) s += double(B[o * r + k]) * double(A[k * in + i]);
-        W[o * in + i] = float(double(W[o * in + i]) + scale * s);
-      }
-  }
-  lora_merged_ = nlohmann::json{{"lora_config", lora_to_json(lora_)}, {"base_sha256", base_sha256_}}.dump();
-  disable_lora();
-  base_sha256_.clear();  // the weights are no longer those of the base file
-}
-
-void Trainer::set_sft_data(std::unique_ptr<SftData> data) {
-  check(data == nullptr || data->ctx() == model_.ctx, "SFT data was packed for a different context length");
-  sft_ = std::move(data);
-}
-
-SftData& Trainer::sft_data() {
-  check(sft_ != nullptr, "no SFT data set");
-  return *sft_;
-}
-
-void Trainer::begin_generation(const std::vector<int32_t>& prompt, const SamplingOptions& opt) {
-  for (int32_t t : prompt) check(t >= 0 && t < model_.vocab_size, "prompt token outside the vocabulary");
-  if (!generate_exec_) generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_), store_);
-  // An empty prompt starts from a newline, as if a new paragraph began.
-  gen_ = std::make_unique<Generation>(Generation{Sampler(opt), prompt.empty() ? std::vector<int32_t>{'\n'} : prompt, 0,
-                                                 std::vector<float>(model_.vocab_size)});
-}
-
-int32_t Trainer::next_token() {
-  check(gen_ != nullptr, "no generation in progress: begin one first");
-  Generation& g = *gen_;
-  cpu::Executor& dec = *generate_exec_;
-  const int V = model_.vocab_size, ctx = model_.ctx;
-  const int L = int(g.seq.size());
-  const float* logits;
-  if (L <= ctx) {
-    // Within the context, the KV cache is exact: feed only the tokens it has not seen.
-    for (; g.cached < L; ++g.cached) {
-      dec.i32("tokens")[0] = g.seq[g.cached];
-      dec.i32("pos0")[0] = g.cached;
-      dec.run();
-    }
-    logits = dec.f32("logits");
-  } else {
-    // Past the context the model sees the last ctx tokens at positions 0..ctx-1 (nanoGPT's
-    // crop), so every position shifts and the window is recomputed.
-    Batch b{1, ctx, std::vector<int32_t>(g.seq.end() - ctx, g.seq.end()), std::vector<int32_t>(ctx, 0)};
-    batch_loss(b);
-    std::memcpy(g.window_logits.data(), this->logits() + size_t(ctx - 1) * V, V * sizeof(float));
-    logits = g.window_logits.data();
-  }
-  const int32_t next = g.sampler.sample(logits, V);
-  g.seq.push_back(next);
-  return next;
-}
-
-std::vector<int32_t> Trainer::generate(const std::vector<int32_t>& prompt, int max_tokens, const SamplingOptions& opt,
-                                       const std::function<bool(int32_t)>& on_token) {
-  check(max_tokens >= 0, "max tokens must not be negative");
-  begin_generation(prompt, opt);
-  std::vector<int32_t> out;
-  for (int i = 0; i < max_tokens; ++i) {
-    out.push_back(next_token());
-    if (on_token && !on_token(out.back())) break;
-  }
-  gen_.reset();
-  return out;
 }
 
 }  // namespace ptl

@@ -1,6 +1,10 @@
 #pragma once
 // The engine's front: one model with its weights, optimizer state, data and programs. The CLI,
-// the WebAssembly API and the tests all drive a model through this class.
+// the WebAssembly API and the tests all drive a model through this class. Its parts, by concern:
+// - model state, checkpoints, data, the training step and evaluation: trainer.cpp;
+// - fine-tuning (a fresh run on the current weights, LoRA adapters, SFT data): trainer_finetune.cpp;
+// - generation and inspection: trainer_generate.cpp;
+// - the training loop around the step (events, history, divergence): training_loop.h.
 #include <functional>
 #include <map>
 #include <memory>
@@ -80,6 +84,20 @@ class Trainer {
   // tokens_seen advance as train_step() would advance them (weights are not touched; bring them
   // back with load_checkpoint). Returns the 1-based number of the step counted.
   int64_t count_external_step(const Batch& batch);
+
+  // --- The model's state tensor by tensor (for an executor keeping its own copy of the weights) ---
+  // Every tensor of the state: the parameters (LoRA adapters included) and the AdamW moments
+  // ("optim.m.<name>", "optim.v.<name>") of the trainable ones, whether present yet or not.
+  std::vector<TensorInfo> state_tensors() const;
+  // A state tensor's f32 data (numel of its shape). Throws for a name outside the state or a
+  // tensor not present yet (moments before the first step here).
+  const float* read_tensor(const std::string& name) const;
+  // Overwrites a state tensor (creating it if absent, as moments may be) with `bytes` bytes,
+  // which must be its size; a generation in progress is discarded (its KV cache is stale).
+  void write_tensor(const std::string& name, const void* data, size_t bytes);
+  // Sets the number of steps done (those another executor ran): the schedule and checkpoints
+  // follow it; the data order does not move (next_train_batch moves it).
+  void set_step(int64_t step);
 
   // --- Inspection ("watch the model think") ---
   // The last ctx tokens of the prompt (a newline if it is empty) through the inspect program

@@ -12,6 +12,22 @@
 //   JavaScript number in the Memory64 build too (where size_t would be a BigInt).
 // - On failure, ptl_last_error() returns the engine's message (ptl::Error, std::exception).
 //   A failed call leaves the trainer as it was (the engine validates before changing state).
+//
+// Training runs through the engine's loop (engine/training_loop.h), one step per call so that the
+// browser's worker can yield between steps; the engine decides what follows each step and keeps
+// the loss history (a point every 10th step and at each validation, the whole run thinned):
+// - On this CPU engine: ptl_train(h, 1) returns the step's metrics with "events" {"evaluate",
+//   "sample", "save", "last"}; the caller acts on them (ptl_validation_loss records the
+//   validation in the history; ptl_generate; ptl_export_checkpoint).
+// - On another executor (WebGPU): ptl_next_batch gives the step's batch (the learning rate is
+//   ptl_lr_at(h, step - 1)); ptl_events_after(h, step) says what follows that step before its loss
+//   is known; when the loss arrives, ptl_record_step(h, {"step", "loss", "grad_norm",
+//   "seconds"}) records it (history, elapsed time, divergence). Before the engine reads the
+//   weights (validation, samples, saving), the executor writes them back tensor by tensor:
+//   ptl_tensor_names(h) lists the state (parameters, adapters, AdamW moments), ptl_write_tensor
+//   sets one, ptl_read_tensor reads one; ptl_set_step sets the step count.
+// - ptl_loop_options(h, {"sample_at_end", "save_every"}) adds a sample at the last step and a save
+//   every N steps to the events (validation and sampling intervals are the train config's).
 #include <emscripten/emscripten.h>
 #include <emscripten/heap.h>
 #include <unistd.h>
@@ -33,6 +49,7 @@
 #include "engine/error.h"
 #include "engine/program_run.h"
 #include "engine/trainer.h"
+#include "engine/training_loop.h"
 
 #ifndef PTL_WASM_VARIANT_NAME
 #define PTL_WASM_VARIANT_NAME "unknown"
@@ -51,7 +68,10 @@ struct Generation {
 struct Session {
   std::unique_ptr<ptl::Trainer> trainer;
   std::unique_ptr<Generation> gen;
-  double last_loss = NAN;
+  std::unique_ptr<ptl::TrainingLoop> loop;  // made on first use; dropped when the run changes
+  bool sample_at_end = false;               // ptl_loop_options
+  int64_t save_every = 0;
+  int64_t recorded = -1;                    // the last step ptl_record_step recorded
 };
 
 std::map<int, Session> g_sessions;
@@ -82,6 +102,23 @@ Session& session(int h) {
   auto it = g_sessions.find(h);
   ptl::check(it != g_sessions.end(), "invalid trainer handle " + std::to_string(h) + " (never created, or freed)");
   return it->second;
+}
+
+// The session's training loop, its options read afresh from the train config (which
+// ptl_update_train_config may change between calls).
+ptl::TrainingLoop& loop(Session& s) {
+  if (!s.loop) s.loop = std::make_unique<ptl::TrainingLoop>(*s.trainer, ptl::TrainingLoop::options_from(*s.trainer));
+  ptl::LoopOptions o = ptl::TrainingLoop::options_from(*s.trainer);
+  o.sample_at_end = s.sample_at_end;
+  o.save_every = s.save_every;
+  s.loop->set_options(o);
+  return *s.loop;
+}
+
+// A new run or new state (checkpoint loaded, fine-tuning started): the loop starts afresh.
+void reset_loop(Session& s) {
+  s.loop.reset();
+  s.recorded = -1;
 }
 
 const char* text_result(std::string s) {
@@ -167,6 +204,14 @@ json step_json(const ptl::StepResult& r, const ptl::Trainer& t) {
           {"seconds", r.seconds},
           {"tokens_per_s", r.seconds > 0 ? r.tokens / r.seconds : 0.0},
           {"elapsed_s", t.state().elapsed_seconds}};
+}
+
+json events_json(const ptl::StepEvents& e) {
+  return {{"evaluate", e.evaluate}, {"sample", e.sample}, {"save", e.save}, {"last", e.last}};
+}
+
+std::string divergence_message(const ptl::Divergence& d) {
+  return d.message() + " (try a lower learning rate)";
 }
 
 json eval_json(const ptl::EvalResult& r) {
@@ -271,6 +316,7 @@ EMSCRIPTEN_KEEPALIVE int ptl_load_checkpoint(int h, const uint8_t* bytes, double
     ptl::check(bytes != nullptr || len == 0, "null data pointer");
     s.trainer->load_checkpoint(std::vector<uint8_t>(bytes, bytes + len), name && *name ? name : "checkpoint");
     s.gen.reset();
+    reset_loop(s);
     reserve_heap(*s.trainer);
     return 0;
   }, -1);
@@ -335,28 +381,143 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_info(int h) {
   }, (const char*)nullptr);
 }
 
-// Runs `steps` optimizer steps on batches drawn from the corpus. Returns a JSON array with one
-// object per step: {"step", "loss", "lr", "grad_norm", "tokens", "seconds", "tokens_per_s",
-// "elapsed_s"}. A non-finite loss or gradient norm stops with an error (training diverged).
+// Runs `steps` optimizer steps on batches drawn from the corpus, each recorded by the training
+// loop (elapsed time, history). Returns a JSON array with one object per step: {"step", "loss",
+// "lr", "grad_norm", "tokens", "seconds", "tokens_per_s", "elapsed_s", "events": {"evaluate",
+// "sample", "save", "last"}} (what the loop says follows the step). A non-finite loss or
+// gradient norm stops with an error (training diverged), naming the step.
 EMSCRIPTEN_KEEPALIVE const char* ptl_train(int h, int steps) {
   return guarded([&] {
     Session& s = session(h);
     ptl::check(steps >= 0, "steps must not be negative");
     ptl::Trainer& t = *s.trainer;
+    ptl::TrainingLoop& l = loop(s);
     json out = json::array();
     s.gen.reset();
     for (int i = 0; i < steps; ++i) {
-      ptl::StepResult r = t.train_step();
-      t.add_elapsed(r.seconds);
-      if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
-        ptl::fail("training diverged at step " + std::to_string(r.step) + ": " +
-                  (std::isfinite(r.loss) ? "the gradient norm" : "the loss") + " is not finite (try a lower learning rate)");
-      s.last_loss = r.loss;
-      if (r.step % 10 == 0) t.history().push_back({r.step, r.loss, std::nullopt});
-      out.push_back(step_json(r, t));
+      const ptl::StepResult r = t.train_step();
+      const auto ev = l.record(r);
+      if (!ev) ptl::fail(divergence_message(*l.divergence()));
+      s.recorded = r.step;
+      json m = step_json(r, t);
+      m["events"] = events_json(*ev);
+      out.push_back(std::move(m));
     }
     return text_result(out.dump());
   }, (const char*)nullptr);
+}
+
+// What follows step `step` (1-based): {"evaluate", "sample", "save", "last"}; the same rule
+// ptl_train and ptl_record_step apply. For an external executor to decide right after it
+// submits a step, before the step's loss comes back.
+EMSCRIPTEN_KEEPALIVE const char* ptl_events_after(int h, double step) {
+  return guarded([&] {
+    ptl::check(std::isfinite(step) && step >= 1 && step == std::floor(step), "step must be a positive integer");
+    return text_result(events_json(loop(session(h)).events_after(int64_t(step))).dump());
+  }, (const char*)nullptr);
+}
+
+// Records a step another executor ran on a batch of ptl_next_batch: {"step", "loss",
+// "grad_norm", "seconds"} (grad_norm defaults to 0, seconds to 0). Steps are recorded in order,
+// each at most once, and none past the engine's step count. Adds the seconds to the run's elapsed
+// time and the step's history point; returns the events after the step as ptl_events_after. A
+// non-finite loss or gradient norm is an error naming the step (training diverged).
+EMSCRIPTEN_KEEPALIVE const char* ptl_record_step(int h, const char* json_text) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::Trainer& t = *s.trainer;
+    json j = json::parse(json_text ? json_text : "{}");
+    only_keys(j, json{{"step", 0}, {"loss", 0}, {"grad_norm", 0}, {"seconds", 0}}, "step result");
+    ptl::check(j.contains("step") && j.contains("loss"), "step result: give \"step\" and \"loss\"");
+    ptl::StepResult r;
+    r.step = j.at("step").get<int64_t>();
+    // JSON has no NaN or infinity: a non-finite number arrives as null.
+    auto number = [&](const char* key, double dflt) {
+      return !j.contains(key) ? dflt : j.at(key).is_null() ? double(NAN) : j.at(key).get<double>();
+    };
+    r.loss = number("loss", 0);
+    r.grad_norm = number("grad_norm", 0);
+    r.seconds = number("seconds", 0);
+    ptl::check(std::isfinite(r.seconds) && r.seconds >= 0, "step result: seconds must be a non-negative number");
+    ptl::check(r.step > s.recorded && r.step >= 1 && r.step <= t.state().step,
+               "step result: step " + std::to_string(r.step) + " is not the next step to record (" +
+                   (s.recorded >= 1 ? "the last recorded is " + std::to_string(s.recorded) + ", " : std::string()) +
+                   "the engine has counted " + std::to_string(t.state().step) + ")");
+    r.lr = t.lr_at(r.step - 1);
+    r.tokens = int64_t(t.train_config().batch) * t.model_config().ctx;
+    ptl::TrainingLoop& l = loop(s);
+    const auto ev = l.record(r);
+    if (!ev) ptl::fail(divergence_message(*l.divergence()));
+    s.recorded = r.step;
+    return text_result(events_json(*ev).dump());
+  }, (const char*)nullptr);
+}
+
+// Adds to the loop's events: {"sample_at_end": true} a sample at the run's last step,
+// {"save_every": N} a save every N steps (0: only after validations and at the end).
+EMSCRIPTEN_KEEPALIVE int ptl_loop_options(int h, const char* json_text) {
+  return guarded([&] {
+    Session& s = session(h);
+    json j = json::parse(json_text ? json_text : "{}");
+    only_keys(j, json{{"sample_at_end", 0}, {"save_every", 0}}, "loop options");
+    const bool at_end = j.value("sample_at_end", s.sample_at_end);
+    const int64_t every = j.value("save_every", s.save_every);
+    ptl::check(every >= 0, "loop options: save_every must not be negative");
+    s.sample_at_end = at_end;
+    s.save_every = every;
+    return 0;
+  }, -1);
+}
+
+// --- The model's state tensor by tensor (an executor keeping its own copy of the weights) ---
+
+// [{"name", "shape", "present"}]: the parameters (LoRA adapters included), then the AdamW moments
+// of the trainable ones ("optim.m.<name>", "optim.v.<name>"; present once a step has run here or
+// they were written).
+EMSCRIPTEN_KEEPALIVE const char* ptl_tensor_names(int h) {
+  return guarded([&] {
+    ptl::Trainer& t = *session(h).trainer;
+    json out = json::array();
+    for (const auto& ti : t.state_tensors())
+      out.push_back({{"name", ti.name}, {"shape", ti.shape}, {"present", t.store().find(ti.name) != nullptr}});
+    return text_result(out.dump());
+  }, (const char*)nullptr);
+}
+
+// A state tensor's data, float32 little-endian (length ptl_result_size()).
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_read_tensor(int h, const char* name) {
+  return guarded([&] {
+    ptl::Trainer& t = *session(h).trainer;
+    const std::string n = name ? name : "";
+    const float* p = t.read_tensor(n);
+    const size_t bytes = size_t(t.store().numel(n)) * 4;
+    g_bytes.assign(reinterpret_cast<const uint8_t*>(p), reinterpret_cast<const uint8_t*>(p) + bytes);
+    return (const uint8_t*)g_bytes.data();
+  }, (const uint8_t*)nullptr);
+}
+
+// Overwrites a state tensor with n bytes (its size: float32 little-endian), creating AdamW
+// moments not present yet. A generation in progress stops.
+EMSCRIPTEN_KEEPALIVE int ptl_write_tensor(int h, const char* name, const uint8_t* bytes, double n) {
+  return guarded([&] {
+    Session& s = session(h);
+    const size_t len = size_arg(n);
+    ptl::check(bytes != nullptr || len == 0, "null data pointer");
+    s.trainer->write_tensor(name ? name : "", bytes, len);
+    s.gen.reset();
+    return 0;
+  }, -1);
+}
+
+// Sets the number of steps done (another executor's count); the data order does not move.
+EMSCRIPTEN_KEEPALIVE int ptl_set_step(int h, double step) {
+  return guarded([&] {
+    Session& s = session(h);
+    ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
+    s.trainer->set_step(int64_t(step));
+    if (s.recorded > int64_t(step)) s.recorded = int64_t(step);
+    return 0;
+  }, -1);
 }
 
 // Per-op wall time of training steps (what `ptl bench --ops` prints natively). enable = 1 turns
@@ -374,18 +535,12 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_profile(int h, int enable) {
 }
 
 // Loss on the fixed validation windows: {"loss", "tokens", "perplexity", "bits_per_byte"}.
+// The training loop records it: a history point at the current step (with the train loss
+// recorded for that step), its time added to the run's elapsed time.
 EMSCRIPTEN_KEEPALIVE const char* ptl_validation_loss(int h) {
   return guarded([&] {
     Session& s = session(h);
-    ptl::Trainer& t = *s.trainer;
-    ptl::EvalResult r = t.validation_loss();
-    auto& hist = t.history();
-    const int64_t step = t.state().step;
-    if (step > 0) {
-      if (hist.empty() || hist.back().step != step) hist.push_back({step, s.last_loss, std::nullopt});
-      hist.back().val_loss = r.loss;
-    }
-    return text_result(eval_json(r).dump());
+    return text_result(eval_json(loop(s).evaluate()).dump());
   }, (const char*)nullptr);
 }
 
@@ -602,6 +757,7 @@ EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
     if (with_lora) lora = ptl::lora_from_json(j.at("lora"));  // validate before changing anything
     s.trainer->start_finetune(tc);
     if (with_lora) s.trainer->enable_lora(lora, tc.seed);
+    reset_loop(s);
     reserve_heap(*s.trainer);
     return 0;
   }, -1);

@@ -9,11 +9,13 @@
 // live at the worst point of the program, not every activation at once.
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/executor.h"
 #include "engine/program.h"
 
 namespace ptl::cpu {
@@ -50,15 +52,21 @@ class TensorStore {
   std::map<std::string, Buffer> tensors_;
 };
 
-class Executor {
+class Executor : public ptl::Executor {
  public:
   // share_memory = false gives every tensor its own bytes, so after run() every tensor holds
   // the value its op wrote (for dumps and tests that look inside a run); it costs the sum of all
   // activations instead of the live peak.
   Executor(Program program, TensorStore& store, bool share_memory = true);
-  void run();
+  void run() override;
 
-  const Program& program() const { return program_; }
+  const Program& program() const override { return program_; }
+  void write(const std::string& name, const void* src, size_t bytes) override {
+    std::memcpy(data(checked_id(name, bytes)), src, bytes);
+  }
+  void read(const std::string& name, void* dst, size_t bytes) override {
+    std::memcpy(dst, data(checked_id(name, bytes)), bytes);
+  }
   void* data(int tensor_id) { return ptrs_.at(tensor_id); }
   float* f32(const std::string& name) { return static_cast<float*>(data(program_.id(name))); }
   int32_t* i32(const std::string& name) { return static_cast<int32_t*>(data(program_.id(name))); }

@@ -62,6 +62,18 @@ export interface CreateConfig {
   train?: Partial<TrainConfig>;
 }
 
+/** What the engine's training loop says follows a step (engine/training_loop.h). */
+export interface StepEvents {
+  /** Validate now (validationLoss records it in the history). */
+  evaluate: boolean;
+  /** Generate a text sample now (every sample_every steps; at the last with sampleAtEnd). */
+  sample: boolean;
+  /** Save now: after a validation, at the last step, every saveEvery steps. */
+  save: boolean;
+  /** The run's last step (the train config's steps). */
+  last: boolean;
+}
+
 export interface StepMetrics {
   step: number;
   loss: number;
@@ -71,6 +83,34 @@ export interface StepMetrics {
   seconds: number;
   tokens_per_s: number;
   elapsed_s: number;
+  /** What follows this step. */
+  events: StepEvents;
+}
+
+/** A step another executor ran (Engine.recordStep). */
+export interface ExternalStep {
+  /** Its 1-based number (NextBatch.step). */
+  step: number;
+  loss: number;
+  gradNorm?: number;
+  /** Its wall time, added to the run's elapsed time. */
+  seconds?: number;
+}
+
+/** Extra events of the training loop (Engine.loopOptions). */
+export interface LoopOptions {
+  /** A sample at the run's last step too. */
+  sampleAtEnd?: boolean;
+  /** A save every N steps besides those after validations and at the end (0: none). */
+  saveEvery?: number;
+}
+
+/** One tensor of the model's state (Engine.tensorNames). */
+export interface StateTensor {
+  name: string;
+  shape: number[];
+  /** AdamW moments are absent until a step runs in the engine or they are written. */
+  present: boolean;
 }
 
 export interface EvalMetrics {
@@ -251,6 +291,13 @@ export interface PtlModule {
   _ptl_export_adapter(h: number): Ptr;
   _ptl_load_adapter(h: number, bytes: Ptr, n: number, name: Ptr): number;
   _ptl_lora_info(h: number): Ptr;
+  _ptl_events_after(h: number, step: number): Ptr;
+  _ptl_record_step(h: number, json: Ptr): Ptr;
+  _ptl_loop_options(h: number, json: Ptr): number;
+  _ptl_tensor_names(h: number): Ptr;
+  _ptl_read_tensor(h: number, name: Ptr): Ptr;
+  _ptl_write_tensor(h: number, name: Ptr, bytes: Ptr, n: number): number;
+  _ptl_set_step(h: number, step: number): number;
 }
 
 /** The factory an Emscripten MODULARIZE build exports (createPtlEngine). */
@@ -685,7 +732,8 @@ export class Engine {
    * backend): the batch `train` would draw next, from the same data order, and its learning rate.
    * The engine counts the step as done elsewhere (step and tokens_seen advance as `train`'s do),
    * so N calls leave the data order, step and token count of N `train` steps; the weights stay
-   * (bring the other executor's back with importCheckpoint).
+   * (bring the other executor's back tensor by tensor with writeTensor, and report each step's
+   * loss with recordStep).
    */
   async nextBatch(): Promise<NextBatch> {
     const h = this.h();
@@ -704,6 +752,64 @@ export class Engine {
     const lr = this.m._ptl_lr_at(this.h(), step);
     if (Number.isNaN(lr)) this.module.fail("ptl_lr_at");
     return lr;
+  }
+
+  /**
+   * What the engine's training loop says follows step `step` (1-based): the rule `train` applies,
+   * for an executor that decides right after submitting a step, before its loss comes back.
+   */
+  eventsAfter(step: number): StepEvents {
+    return this.module.json<StepEvents>(this.m._ptl_events_after(this.h(), step), "ptl_events_after");
+  }
+
+  /**
+   * Records a step another executor ran on a batch of nextBatch, once its loss is known (steps in
+   * order): the history point, the elapsed time, the divergence check (a non-finite loss or
+   * gradient norm rejects with the step named). Returns the events after the step.
+   */
+  recordStep(r: ExternalStep): StepEvents {
+    const body = JSON.stringify({
+      step: r.step,
+      loss: Number.isFinite(r.loss) ? r.loss : null,
+      grad_norm: r.gradNorm === undefined ? 0 : Number.isFinite(r.gradNorm) ? r.gradNorm : null,
+      seconds: r.seconds ?? 0,
+    });
+    return this.module.withString(body, (p) => this.module.json<StepEvents>(this.m._ptl_record_step(this.h(), p), "ptl_record_step"));
+  }
+
+  /** Extra events of the training loop: a sample at the last step, a save every N steps. */
+  loopOptions(options: LoopOptions): void {
+    const body = JSON.stringify({
+      ...(options.sampleAtEnd !== undefined ? { sample_at_end: options.sampleAtEnd } : {}),
+      ...(options.saveEvery !== undefined ? { save_every: options.saveEvery } : {}),
+    });
+    const rc = this.module.withString(body, (p) => this.m._ptl_loop_options(this.h(), p));
+    if (rc !== 0) this.module.fail("ptl_loop_options");
+  }
+
+  /** The model's state: parameters (LoRA adapters included), then the trainable ones' AdamW moments. */
+  tensorNames(): StateTensor[] {
+    return this.module.json<StateTensor[]>(this.m._ptl_tensor_names(this.h()), "ptl_tensor_names");
+  }
+
+  /** A copy of one state tensor (float32). */
+  readTensor(name: string): Float32Array {
+    const h = this.h();
+    const bytes = this.module.withString(name, (np) => this.module.bytes(this.m._ptl_read_tensor(h, np), "ptl_read_tensor"));
+    return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+  }
+
+  /** Overwrites one state tensor (its whole size, float32); moments not present yet are created. */
+  writeTensor(name: string, data: Float32Array | Uint8Array): void {
+    const h = this.h();
+    const bytes = data instanceof Uint8Array ? data : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    const rc = this.module.withString(name, (np) => this.module.withBytes(bytes, (p, n) => this.m._ptl_write_tensor(h, np, p, n)));
+    if (rc !== 0) this.module.fail("ptl_write_tensor");
+  }
+
+  /** Sets the number of steps done (another executor's count); the data order does not move. */
+  setStep(step: number): void {
+    if (this.m._ptl_set_step(this.h(), step) !== 0) this.module.fail("ptl_set_step");
   }
 
   /**

@@ -30,7 +30,11 @@ import {
   type EvalMetrics,
   type InspectResult,
   type LoadOptions,
+  type ExternalStep,
+  type LoopOptions,
   type NextBatch,
+  type StateTensor,
+  type StepEvents,
   type ProgramJson,
   type ProgramName,
   type StepMetrics,
@@ -57,6 +61,13 @@ export interface Methods {
   importCheckpoint: { params: { bytes: Uint8Array; name?: string }; result: EngineInfo };
   exportProgram: { params: { which?: ProgramName }; result: ProgramJson };
   nextBatch: { params: Record<string, never>; result: NextBatch };
+  eventsAfter: { params: { step: number }; result: StepEvents };
+  recordStep: { params: ExternalStep; result: StepEvents };
+  loopOptions: { params: LoopOptions; result: null };
+  tensorNames: { params: Record<string, never>; result: StateTensor[] };
+  readTensor: { params: { name: string }; result: Float32Array };
+  writeTensor: { params: { name: string; data: Float32Array | Uint8Array }; result: null };
+  setStep: { params: { step: number }; result: null };
   inspect: { params: { prompt: Uint8Array | string; topK?: number }; result: InspectResult };
   /** Needs only "load" (no model): LoadedModule.runProgram. */
   runProgram: { params: { program: ProgramJson | string; inputs: Uint8Array }; result: Uint8Array };
@@ -172,6 +183,25 @@ export function serveEngine(port: Port): void {
         return needEngine().exportProgram((req.params as Methods["exportProgram"]["params"]).which);
       case "nextBatch":
         return needEngine().nextBatch();
+      case "eventsAfter":
+        return needEngine().eventsAfter((req.params as Methods["eventsAfter"]["params"]).step);
+      case "recordStep":
+        return needEngine().recordStep(req.params as Methods["recordStep"]["params"]);
+      case "loopOptions":
+        needEngine().loopOptions(req.params as Methods["loopOptions"]["params"]);
+        return null;
+      case "tensorNames":
+        return needEngine().tensorNames();
+      case "readTensor":
+        return needEngine().readTensor((req.params as Methods["readTensor"]["params"]).name);
+      case "writeTensor": {
+        const p = req.params as Methods["writeTensor"]["params"];
+        needEngine().writeTensor(p.name, p.data);
+        return null;
+      }
+      case "setStep":
+        needEngine().setStep((req.params as Methods["setStep"]["params"]).step);
+        return null;
       case "inspect": {
         const p = req.params as Methods["inspect"]["params"];
         return needEngine().inspect(p.prompt, { topK: p.topK });
