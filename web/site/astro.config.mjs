@@ -10,11 +10,15 @@ const isolation = {
   'Cross-Origin-Embedder-Policy': 'require-corp',
 };
 const repo = fileURLToPath(new URL('../..', import.meta.url));
+// The WGSL files of the WebGPU package, for the import.meta.glob of src/client/kernels.ts (a glob
+// takes a folder or an alias, not a package name).
+const kernels = fileURLToPath(new URL('kernels', import.meta.resolve('@posttrainllm/webgpu/package.json')));
 
 export default defineConfig({
   output: 'static',
   server: { headers: isolation },
   vite: {
+    resolve: { alias: { '@posttrainllm/webgpu/kernels': kernels } },
     server: { headers: isolation, fs: { allow: [repo] } },
     preview: { headers: isolation },
     // The engine loads ptl_engine.js with importScripts, which only classic workers have.

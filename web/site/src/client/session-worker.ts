@@ -9,11 +9,16 @@
 //
 // A classic worker (astro.config.mjs sets Vite's worker format to iife), because the engine's
 // loader uses importScripts.
-import { Engine, EngineError, LoadedModule, loadModule } from '../../../src/engine/engine.js';
-import { WebGPUBackend, WebGPUTrainer, decodeSafeTensors, encodeSafeTensors } from '../../../webgpu/src/index.js';
-import { WebGPUGenerator } from '../../../webgpu/src/generate.js';
-import { WebGPUInspector } from '../../../webgpu/src/inspect.js';
-import type { Executor } from '../../../webgpu/src/executor.js';
+import { Engine, EngineError, LoadedModule, loadModule } from '@posttrainllm/engine';
+import {
+  type Executor,
+  WebGPUBackend,
+  WebGPUGenerator,
+  WebGPUInspector,
+  WebGPUTrainer,
+  decodeSafeTensors,
+  encodeSafeTensors,
+} from '@posttrainllm/webgpu';
 import type { Backend, InspectResult, Method, Methods, ModelSummary, Reply, RunSettings, RunState, WorkerEvent } from './protocol.js';
 import { kernelSource } from './kernels.js';
 import * as autosave from './autosave.js';
