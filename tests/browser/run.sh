@@ -6,8 +6,8 @@
 #   tests/browser/run.sh FILE...    # only these test files (e.g. tests/browser/engine.test.mjs)
 #
 # Builds (incrementally) native ptl into $PTL_WASM_BUILD_DIR/native (unless PTL_NATIVE_BIN is
-# given), the wasm builds the tests use (simd-threads, simd; memory64 with --slow), the
-# engine's TypeScript API (web/engine/dist) and the classic worker bundle (build-browser/engine-worker.js).
+# given), the wasm builds the tests use (simd-threads, simd; memory64 with --slow), the engine's
+# TypeScript API (web/engine/dist) and the classic worker bundle (build-browser/engine-worker.js).
 # PTL_BROWSER_SKIP_BUILD=1 uses the builds as they are (it still fails if one is missing).
 # Installs nothing: it fails with a message when Chromium, Emscripten, or the npm packages
 # (npm --prefix web ci: web/ holds the one lock file of the project's npm packages) are missing.
@@ -26,7 +26,7 @@ files=()
 for a in "$@"; do
   case "$a" in
     --slow) slow=1 ;;
-    -h|--help) sed -n 2,16p "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n 2,15p "${BASH_SOURCE[0]}"; exit 0 ;;
     *) files+=("$a") ;;
   esac
 done
