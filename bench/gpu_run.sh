@@ -9,9 +9,9 @@
 #
 # Needs (see docs/performance.md, "WebGPU on an H200"): .gpu/ from shared/tools/gpu-webgpu-pack
 # (Node, Dawn, the Vulkan loader) with the static ptl in .gpu/bin and tinyshakespeare.txt in
-# .gpu/data, web/webgpu/dist (npm run build), web/dist (the WASM engine's TypeScript) and
-# build-wasm/simd-threads (wasm/build.sh simd-threads); carry [".gpu", "web/webgpu/dist",
-# "web/dist", "build-wasm/simd-threads"].
+# .gpu/data, web/webgpu/dist and web/engine/dist (npm --prefix web run build: the WebGPU backend
+# and the WASM engine's TypeScript) and build-wasm/simd-threads (wasm/build.sh simd-threads);
+# carry [".gpu", "web/webgpu/dist", "web/engine/dist", "build-wasm/simd-threads"].
 #   sweep: the kernel tests on the real driver, matmul variants (tile 64, 128 with BK 8 / 16,
 #          auto, auto without Dawn's robustness checks) at 5 presets' shapes and 4096^3, cuBLAS
 #          at the same shapes, smoke runs of the PyTorch and WASM step benchmarks.
@@ -45,12 +45,12 @@ out=$2
 mkdir -p "$out"
 out=$(cd "$out" && pwd)  # a relative OUTDIR is taken from the repository root, where the stages run
 if [[ ${LOCAL:-0} != 1 ]]; then
-  # This replaces web/webgpu/node_modules/webgpu and installs the Vulkan loader: the GPU machine only.
+  # This replaces web/node_modules/webgpu and installs the Vulkan loader: the GPU machine only.
   [[ -d .gpu ]] || { echo "bench/gpu_run.sh: no .gpu/ here (made by ../shared/tools/gpu-webgpu-pack for the GPU machine; LOCAL=1 runs with this machine's node)" >&2; exit 1; }
   # Node, Dawn and the Vulkan loader from .gpu (shared/tools/gpu-webgpu-pack's prefix).
   for f in .gpu/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
   mkdir -p /tmp/n; xz -dc .gpu/node.xz > /tmp/n/node; chmod +x /tmp/n/node; export PATH=/tmp/n:$PATH
-  nm=web/webgpu/node_modules; mkdir -p $nm; rm -rf $nm/webgpu; cp -r .gpu/webgpu $nm/webgpu
+  nm=web/node_modules; mkdir -p $nm; rm -rf $nm/webgpu; cp -r .gpu/webgpu $nm/webgpu
   xz -dc .gpu/dawn.node.xz > $nm/webgpu/dist/linux-x64/dawn.node
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_RUNTIME_DIR=/tmp
   export PTL_WEBGPU_NATIVE=1 PTL_BUILD_DIR=$root/.gpu/bin PTL_DATA_DIR=$root/.gpu/data PYTHONUNBUFFERED=1

@@ -68,7 +68,7 @@ const data = process.env.PTL_DATA_DIR
   ? path.join(process.env.PTL_DATA_DIR, "tinyshakespeare.txt")
   : path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt");
 const corpus = fs.readFileSync(data);
-const { loadModule, Engine } = await import(path.join(ROOT, "web", "dist", "engine", "index.js"));
+const { loadModule, Engine } = await import(path.join(ROOT, "web", "engine", "dist", "index.js"));
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);

@@ -8,7 +8,7 @@
 # Then: bench/wasm.sh ... > wasm.jsonl && /usr/bin/python3 bench/wasm_table.py wasm.jsonl --svg docs/wasm_speed.svg
 # Native is built into $PTL_WASM_BUILD_DIR/native (or PTL_NATIVE_BIN), native128 into
 # build-native128/ (-DPTL_SIMD128=ON; or PTL_NATIVE128_BIN). --env chromium needs
-# `npm --prefix tests/browser ci` and Debian's chromium.
+# `npm --prefix web ci` and Debian's chromium.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${PTL_WASM_BUILD_DIR:-$ROOT/build-wasm}"
@@ -40,11 +40,10 @@ IFS=, read -ra list <<< "$builds"
 if [[ "${PTL_BENCH_SKIP_BUILD:-0}" != 1 ]]; then
   for b in "${list[@]}"; do PTL_WASM_OUT="$BUILD" "$ROOT/wasm/build.sh" "$b" >&2; done
   [[ -x "$ROOT/web/node_modules/.bin/tsc" ]] || { echo "bench/wasm.sh: run 'npm --prefix web ci' first" >&2; exit 1; }
-  "$ROOT/web/node_modules/.bin/tsc" -p "$ROOT/web/tsconfig.json"
+  "$ROOT/web/node_modules/.bin/tsc" -p "$ROOT/web/engine/tsconfig.json"
   if [[ ",$envs," == *",chromium,"* ]]; then
-    [[ -x "$ROOT/tests/browser/node_modules/.bin/esbuild" ]] || { echo "bench/wasm.sh: --env chromium needs 'npm --prefix tests/browser ci'" >&2; exit 1; }
     mkdir -p "$OUT"
-    "$ROOT/tests/browser/node_modules/.bin/esbuild" "$ROOT/web/dist/engine/browser-worker.js" --bundle --format=iife \
+    "$ROOT/web/node_modules/.bin/esbuild" "$ROOT/web/engine/dist/browser-worker.js" --bundle --format=iife \
       --platform=browser '--external:node:*' --log-level=warning --outfile="$OUT/engine-worker.js"
   fi
 fi

@@ -37,7 +37,7 @@ for (const [i, dir] of [args.a, args.b].entries())
   if (!fs.existsSync(path.join(dir, variants[i], "ptl_engine.js"))) { console.error(`bench/wasm_ab.mjs: no ${variants[i]} build in ${dir}`); process.exit(1); }
 const dataDir = process.env.PTL_DATA_DIR ?? path.join(ROOT, "..", "shared", "data");
 const corpus = fs.readFileSync(path.join(dataDir, "tinyshakespeare.txt"));
-const { loadModule, Engine } = await import(path.join(ROOT, "web", "dist", "engine", "index.js"));
+const { loadModule, Engine } = await import(path.join(ROOT, "web", "engine", "dist", "index.js"));
 
 const sides = [];
 for (const [i, dir] of [args.a, args.b].entries()) {

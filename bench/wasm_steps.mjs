@@ -33,7 +33,7 @@ const skip = new Set((args.skip ?? "behemoth").split(",").filter(Boolean));
 const buildDir = process.env.PTL_WASM_BUILD_DIR ?? path.join(ROOT, "build-wasm");
 const dataDir = process.env.PTL_DATA_DIR ?? path.join(ROOT, "..", "shared", "data");
 const corpus = fs.readFileSync(path.join(dataDir, "tinyshakespeare.txt"));
-const { loadModule, Engine } = await import(path.join(ROOT, "web", "dist", "engine", "index.js"));
+const { loadModule, Engine } = await import(path.join(ROOT, "web", "engine", "dist", "index.js"));
 
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const n = s.length; return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2; };
 const emit = (o) => console.log(JSON.stringify(o));

@@ -3,7 +3,7 @@
 // Linear shapes and at 4096^3, whole training steps (ms/step) per preset, and (--layernorm) LayerNorm forward and
 // backward with each variant of the row reductions.
 //
-//   (cd web/webgpu && npm install && npm run build)
+//   npm --prefix web ci && npm --prefix web/webgpu run build
 //   node bench/webgpu_bench.mjs [--presets tiny,small,...|all] [--matmul preset|4096|none]
 //                               [--layouts fwd,dx,dW] [--train 1|0] [--tag NAME] [--repeat N (4096^3: median of N)]
 //                               [--steps 20] [--warmup 3] [--reps 20] [--warm-s 0.5] [--min-ms 300]
@@ -41,7 +41,7 @@ const args = benchArgs(import.meta.url, ["attn-rows", "bk", "dawn", "layouts", "
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.join(ROOT, 'web', 'webgpu', 'dist');
 if (!existsSync(path.join(DIST, 'node.js'))) {
-  console.error('build the WebGPU package first: cd web/webgpu && npm install && npm run build');
+  console.error('build the WebGPU package first: npm --prefix web ci && npm --prefix web/webgpu run build');
   process.exit(2);
 }
 const { createNodeBackend } = await import(path.join(DIST, 'node.js'));

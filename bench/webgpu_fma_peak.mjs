@@ -13,7 +13,7 @@ const args = benchArgs(import.meta.url, ['iters', 'workgroups', 'dawn']);
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.join(ROOT, 'web', 'webgpu', 'dist');
-if (!existsSync(path.join(DIST, 'node.js'))) { console.error('build web/webgpu first'); process.exit(2); }
+if (!existsSync(path.join(DIST, 'node.js'))) { console.error('build the WebGPU package first: npm --prefix web ci && npm --prefix web/webgpu run build'); process.exit(2); }
 const { createNodeBackend } = await import(path.join(DIST, 'node.js'));
 const iters = Number(args.iters ?? 4096), wgs = Number(args.workgroups ?? 4224);
 const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : []);

@@ -23,11 +23,9 @@ if ((${#missing[@]})); then
 fi
 
 command -v node >/dev/null || { echo "setup: Node.js 20 is needed (node not found)" >&2; exit 1; }
-# npm packages of the TypeScript engine wrapper and of the WebGPU backend (versions locked).
+# npm packages (versions locked in web/package-lock.json, the one lock of the npm workspaces under
+# web/: the engine's TypeScript API, the WebGPU backend, the site; and the browser tests' tools).
 [[ web/node_modules/.package-lock.json -nt web/package-lock.json ]] || npm --prefix web ci --no-audit --no-fund
-[[ web/webgpu/node_modules/.package-lock.json -nt web/webgpu/package-lock.json ]] || npm --prefix web/webgpu ci --no-audit --no-fund
-[[ tests/browser/node_modules/.package-lock.json -nt tests/browser/package-lock.json ]] || npm --prefix tests/browser ci --no-audit --no-fund
-[[ web/site/node_modules/.package-lock.json -nt web/site/package-lock.json ]] || npm --prefix web/site ci --no-audit --no-fund
 
 # Warnings are errors in CI (CI is set there), so that the build stays -Wall -Wextra clean.
 werror=OFF; [[ -n "${CI:-}" ]] && werror=ON

@@ -1,4 +1,4 @@
-// The WebAssembly engine in headless Chromium, in a Web Worker (web/src/engine/browser-worker.ts
+// The WebAssembly engine in headless Chromium, in a Web Worker (web/engine/src/browser-worker.ts
 // bundled as a classic worker), through the TypeScript API (EngineClient, selectBuild).
 // - isolated page (COOP/COEP): selectBuild picks simd-threads; Tiny trains 20 steps on
 //   TinyShakespeare with native `ptl train`'s losses (1e-5 relative); corrupt checkpoints reject

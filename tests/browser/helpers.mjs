@@ -20,7 +20,7 @@ import { dataFile } from "../wasm/helpers.mjs";
 export function engineMounts() {
   return {
     "/": path.join(HERE, "pages"),
-    "/dist": path.join(ROOT, "web", "dist"),
+    "/dist": path.join(ROOT, "web", "engine", "dist"),
     "/bundle": BROWSER_OUT,
     "/wasm": BUILD_DIR,
     "/data": path.dirname(dataFile()),

@@ -6,11 +6,11 @@
 #   tests/browser/run.sh FILE...    # only these test files (e.g. tests/browser/engine.test.mjs)
 #
 # Builds (incrementally) native ptl into $PTL_WASM_BUILD_DIR/native (unless PTL_NATIVE_BIN is
-# given), the wasm builds the tests use (simd-threads, simd; memory64 with --slow), the
-# TypeScript of web/ (web/dist) and the classic worker bundle (build-browser/engine-worker.js).
+# given), the wasm builds the tests use (simd-threads, simd; memory64 with --slow), the engine's
+# TypeScript API (web/engine/dist) and the classic worker bundle (build-browser/engine-worker.js).
 # PTL_BROWSER_SKIP_BUILD=1 uses the builds as they are (it still fails if one is missing).
 # Installs nothing: it fails with a message when Chromium, Emscripten, or the npm packages
-# (npm --prefix web ci; npm --prefix tests/browser ci) are missing.
+# (npm --prefix web ci: web/ holds the one lock file of the project's npm packages) are missing.
 # Environment: PTL_WASM_BUILD_DIR (default build-wasm), PTL_BROWSER_OUT (default build-browser),
 # PTL_NATIVE_BIN, PTL_DATA_DIR, PTL_CHROMIUM (default /usr/bin/chromium).
 set -euo pipefail
@@ -26,7 +26,7 @@ files=()
 for a in "$@"; do
   case "$a" in
     --slow) slow=1 ;;
-    -h|--help) sed -n 2,16p "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n 2,15p "${BASH_SOURCE[0]}"; exit 0 ;;
     *) files+=("$a") ;;
   esac
 done
@@ -35,8 +35,8 @@ die() { echo "tests/browser/run.sh: $*" >&2; exit 1; }
 command -v node >/dev/null 2>&1 || die "node not found (Node.js 20; Debian's emscripten package brings it)"
 CHROMIUM="${PTL_CHROMIUM:-/usr/bin/chromium}"
 [[ -x "$CHROMIUM" ]] || die "Chromium not found at $CHROMIUM: apt-get install -y chromium (or set PTL_CHROMIUM)"
-[[ -d "$HERE/node_modules/playwright-core" && -d "$HERE/node_modules/esbuild" ]] || die "npm packages missing: run 'npm --prefix tests/browser ci' first"
-[[ -x "$ROOT/web/node_modules/.bin/tsc" ]] || die "TypeScript not installed: run 'npm --prefix web ci' first"
+NM="$ROOT/web/node_modules"
+[[ -d "$NM/playwright-core" && -x "$NM/.bin/esbuild" && -x "$NM/.bin/tsc" ]] || die "npm packages missing: run 'npm --prefix web ci' first"
 
 variants=(simd-threads simd)
 ((slow)) && variants+=(memory64)
@@ -49,10 +49,10 @@ if [[ "${PTL_BROWSER_SKIP_BUILD:-0}" != 1 ]]; then
   fi
   command -v emcc >/dev/null 2>&1 || die "emcc not found: install Emscripten (Debian: apt-get install -y emscripten)"
   for v in "${variants[@]}"; do PTL_WASM_OUT="$BUILD" "$ROOT/wasm/build.sh" "$v"; done
-  "$ROOT/web/node_modules/.bin/tsc" -p "$ROOT/web/tsconfig.json"
+  "$NM/.bin/tsc" -p "$ROOT/web/engine/tsconfig.json"
   mkdir -p "$OUT"
   # The engine worker: a classic script (loadModule loads the glue with importScripts).
-  "$HERE/node_modules/.bin/esbuild" "$ROOT/web/dist/engine/browser-worker.js" --bundle --format=iife \
+  "$NM/.bin/esbuild" "$ROOT/web/engine/dist/browser-worker.js" --bundle --format=iife \
     --platform=browser '--external:node:*' --log-level=warning --outfile="$OUT/engine-worker.js"
 fi
 export PTL_NATIVE_BIN="${PTL_NATIVE_BIN:-$BUILD/native/ptl}"
@@ -60,7 +60,7 @@ export PTL_NATIVE_BIN="${PTL_NATIVE_BIN:-$BUILD/native/ptl}"
 for v in "${variants[@]}"; do
   [[ -f "$BUILD/$v/ptl_engine.wasm" ]] || die "$BUILD/$v/ptl_engine.wasm missing (wasm/build.sh $v)"
 done
-[[ -f "$OUT/engine-worker.js" && -f "$ROOT/web/dist/engine/index.js" ]] || die "web/dist or $OUT/engine-worker.js missing (run without PTL_BROWSER_SKIP_BUILD)"
+[[ -f "$OUT/engine-worker.js" && -f "$ROOT/web/engine/dist/index.js" ]] || die "web/engine/dist or $OUT/engine-worker.js missing (run without PTL_BROWSER_SKIP_BUILD)"
 
 # Native reference runs, made fresh each time (they depend on the native build).
 export PTL_WASM_FIXTURES="$OUT/fixtures"

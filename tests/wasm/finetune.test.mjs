@@ -3,7 +3,6 @@
 // train program has the "loss_mask" input, adapters out and back in (and refused on another
 // base), and the same errors as native for bad JSONL.
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import { after, before, test } from "node:test";
 
 import { Engine, EngineError, load, VARIANT } from "./helpers.mjs";

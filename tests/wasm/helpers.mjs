@@ -1,5 +1,5 @@
 // Shared by the WebAssembly tests (node --test tests/wasm/). Paths, the native `ptl` runs the
-// tests compare against, and loading the engine through the TypeScript API (web/dist).
+// tests compare against, and loading the engine through the TypeScript API (web/engine/dist).
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -12,7 +12,7 @@ export const VARIANT = process.env.PTL_WASM_VARIANT ?? "simd-threads";
 export const NATIVE_PTL = process.env.PTL_NATIVE_BIN ?? path.join(BUILD_DIR, "native", "ptl");
 export const FIXTURES = process.env.PTL_WASM_FIXTURES ?? path.join(BUILD_DIR, "test-fixtures");
 
-const api = await import(path.join(ROOT, "web", "dist", "engine", "index.js"));
+const api = await import(path.join(ROOT, "web", "engine", "dist", "index.js"));
 export const { Engine, EngineError, loadModule, LoadedModule, selectBuild, detectCapabilities, estimateStateBytes, serveEngine, EngineClient } = api;
 
 export function dataFile() {

@@ -1,4 +1,4 @@
-// The Memory64 build: the boundary adapter (web/src/engine/memory64.ts) and the patched glue
+// The Memory64 build: the boundary adapter (web/engine/src/memory64.ts) and the patched glue
 // (wasm/patch-memory64.cjs) with pointers above 2 GiB, where 32-bit glue arithmetic would wrap.
 // Runs when build-wasm/memory64 exists and this Node runs Memory64 (Node 20:
 // --experimental-wasm-memory64; tests/wasm/run.sh memory64 passes it).

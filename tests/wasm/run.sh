@@ -4,9 +4,9 @@
 #   tests/wasm/run.sh [variant]     (default simd-threads; or $PTL_WASM_VARIANT)
 #
 # Needs (installs nothing): Emscripten (Debian: apt-get install -y emscripten), cmake, ninja or
-# make, a C++20 compiler for the native `ptl`, and the web package's dev dependencies
-# (npm --prefix web ci). Environment: PTL_NATIVE_BIN (an existing native ptl), PTL_DATA_DIR
-# (folder with tinyshakespeare.txt), PTL_WASM_BUILD_DIR (default build-wasm).
+# make, a C++20 compiler for the native `ptl`, and the npm packages of web/ (npm --prefix web ci).
+# Environment: PTL_NATIVE_BIN (an existing native ptl), PTL_DATA_DIR (folder with
+# tinyshakespeare.txt), PTL_WASM_BUILD_DIR (default build-wasm).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -28,7 +28,7 @@ if [[ -z "${PTL_NATIVE_BIN:-}" ]]; then
 fi
 
 PTL_WASM_OUT="$BUILD" "$ROOT/wasm/build.sh" "$VARIANT"
-"$ROOT/web/node_modules/.bin/tsc" -p "$ROOT/web/tsconfig.json"
+"$ROOT/web/node_modules/.bin/tsc" -p "$ROOT/web/engine/tsconfig.json"
 
 # Fixtures (native runs) are made fresh each time: they depend on the native build.
 rm -rf "$BUILD/test-fixtures"

@@ -10,6 +10,9 @@ const isolation = {
   'Cross-Origin-Embedder-Policy': 'require-corp',
 };
 const repo = fileURLToPath(new URL('../..', import.meta.url));
+// The WGSL files of the WebGPU package, for the import.meta.glob of src/client/kernels.ts (a glob
+// takes a folder or an alias, not a package name).
+const kernels = fileURLToPath(new URL('kernels', import.meta.resolve('@posttrainllm/webgpu/package.json')));
 
 // Markdown from the repository's docs/ (the /learn/model/ page) links to other files of the
 // repository by relative paths, which do not exist on the site: keep the link text, drop the link.
@@ -30,6 +33,7 @@ export default defineConfig({
   markdown: { rehypePlugins: [repoLinksAsText] },
   server: { headers: isolation },
   vite: {
+    resolve: { alias: { '@posttrainllm/webgpu/kernels': kernels } },
     server: { headers: isolation, fs: { allow: [repo] } },
     preview: { headers: isolation },
     // The engine loads ptl_engine.js with importScripts, which only classic workers have.

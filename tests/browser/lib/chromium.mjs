@@ -13,9 +13,13 @@
 // GPU). Environment: PTL_CHROMIUM (default /usr/bin/chromium), PTL_CHROMIUM_ARGS (extra flags,
 // space separated), PTL_BROWSER_HEADED=1 (a visible window, for debugging on a desktop).
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
-import { chromium } from "playwright-core";
+
+// playwright-core is a dev dependency of the npm workspace root web/ (tests/browser is not a
+// package: npm installs no dependencies of a workspace outside its root), so it is loaded from there.
+const { chromium } = createRequire(new URL("../../../web/package.json", import.meta.url))("playwright-core");
 
 export const CHROMIUM = process.env.PTL_CHROMIUM ?? "/usr/bin/chromium";
 
@@ -58,7 +62,7 @@ export async function launchChromium({ webgpu = true, args = [], timeout = 60000
     });
   } catch (e) {
     fs.rmSync(profile, { recursive: true, force: true });
-    throw new Error(`could not start Chromium (${CHROMIUM}): ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(`could not start Chromium (${CHROMIUM}): ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   }
   // A persistent context opens with one blank page; tests open their own.
   for (const p of context.pages()) await p.close().catch(() => {});

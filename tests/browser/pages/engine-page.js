@@ -1,8 +1,8 @@
 // The engine test page's helpers (window.ptlTest), used through page.evaluate by the tests.
-// Served by tests/browser: /dist = web/dist (the compiled TypeScript API), /bundle = the
-// classic worker bundle of web/src/engine/browser-worker.ts, /wasm = the engine builds,
+// Served by tests/browser: /dist = web/engine/dist (the compiled TypeScript API), /bundle = the
+// classic worker bundle of web/engine/src/browser-worker.ts, /wasm = the engine builds,
 // /data = TinyShakespeare.
-import { EngineClient, detectCapabilities, selectBuild, estimateStateBytes } from "/dist/engine/index.js";
+import { EngineClient, detectCapabilities, selectBuild, estimateStateBytes } from "/dist/index.js";
 
 const workerErrors = [];
 

@@ -5,7 +5,7 @@
 #   web/site/tests/run.sh [test files...]
 #
 # Needs: the native ptl (build/ or PTL_NATIVE_BIN), the WebAssembly builds simd-threads and simd
-# (wasm/build.sh), npm packages of web/site and tests/browser, Debian's chromium. Installs nothing.
+# (wasm/build.sh), the npm packages of web/ (npm --prefix web ci), Debian's chromium. Installs nothing.
 set -euo pipefail
 SITE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROOT="$(cd "$SITE/../.." && pwd)"
@@ -13,8 +13,7 @@ OUT="${PTL_SITE_TEST_OUT:-$ROOT/build-site-test}"
 PTL="${PTL_NATIVE_BIN:-$ROOT/build/ptl}"
 die() { echo "web/site/tests/run.sh: $*" >&2; exit 1; }
 [[ -x "$PTL" ]] || die "native ptl not found at $PTL (build it first, or set PTL_NATIVE_BIN)"
-[[ -d "$SITE/node_modules/astro" ]] || die "run 'npm --prefix web/site ci' first"
-[[ -d "$ROOT/tests/browser/node_modules/playwright-core" ]] || die "run 'npm --prefix tests/browser ci' first"
+[[ -d "$ROOT/web/node_modules/astro" && -d "$ROOT/web/node_modules/playwright-core" ]] || die "run 'npm --prefix web ci' first"
 export PTL_NATIVE_BIN="$PTL"
 
 # The "pretrained" model of this test: Tiny, 60 steps (the published model is a later issue).

@@ -14,7 +14,7 @@
 //   turned into WebGPUError exceptions at the next call.
 import { type IncludeAliases, type KernelSource, sourceWithIncludes, specialise, withIncludes } from './kernels.js';
 import { TILED_DEFAULT, type TiledConfig, linearTiledSource, parseTiled, tiledFromDefines, tiledSmem, tiledThreads } from './linear_gen.js';
-import { type OpInfo, type ProgramJSON, type TensorInfo, isPersistent, numel, parseProgram } from './program.js';
+import { type OpInfo, type OpKind, type ProgramJSON, type TensorInfo, isPersistent, numel, parseProgram } from './program.js';
 
 export class WebGPUError extends Error {
   constructor(message: string) {
@@ -422,6 +422,380 @@ export class WebGPUBackend {
 
 // ---------------------------------------------------------------------------------------------
 
+// ---- planning: one planner per op kind ------------------------------------------------------
+//
+// The counterpart of run_op in engine/backends/cpu/cpu_backend.cpp: a table keyed by op kind of
+// functions that turn one op of the program into the dispatches that compute it (kernel, entry
+// point, specialisation, uniform parameters, bindings, workgroup counts). Planning happens once,
+// when a program is loaded; nothing here touches the GPU beyond creating scratch buffers.
+
+type MatmulDims = { I: number; J: number; P: number; transA: boolean; lda: number; transB: boolean; ldb: number; ldc: number };
+
+// What a planner sees: its op (tensor ids by position, -1 = absent), binding makers, and the
+// executor's shapes, range checks and variant choices.
+interface PlanContext {
+  readonly op: OpInfo;
+  readonly label: string; // `op <index> <kind>`: every dispatch label and error message starts with it
+  readonly backend: WebGPUBackend;
+  inp(i: number): number; // tensor id of input i, -1 when absent
+  out(i: number): number; // tensor id of output i, -1 when not needed
+  acc(i: number): boolean; // output i accumulates (attribute acc<i>)
+  need(id: number, what: string): number; // the id, or an error naming the missing tensor
+  r(binding: number, id: number): BindingSpec; // read binding (a placeholder for an absent input)
+  w(binding: number, id: number): BindingSpec; // write binding (a distinct placeholder for each absent output)
+  shape(id: number): number[];
+  numel(id: number): number;
+  name(id: number): string;
+  bound(id: number, bound: number, why: (value: number, index: number) => string): void; // host range check of an i32 input
+  grid(count: number): [number, number, number]; // `count` workgroups as a 2-D grid
+  elementwise(n: number): [number, number, number]; // one thread per element, 256 per workgroup
+  scratch(floats: number, label: string): GPUBuffer;
+  readDummy(): GPUBuffer;
+  rowReductions(): IncludeAliases;
+  rowsPerWorkgroup(): number;
+  headSize(C: number, H: number): number;
+  matmul(label: string, d: MatmulDims, a: BindingSpec, b: BindingSpec, bias: BindingSpec, c: BindingSpec, hasBias: boolean, accumulate: boolean): DispatchSpec[];
+  adamwSlot(attrs: Record<string, number>): number;
+}
+type Planner = (c: PlanContext) => DispatchSpec[];
+
+const b1 = (v: boolean): number => (v ? 1 : 0);
+
+// embedding: x = tok_emb[tokens] + pos_emb[pos0 + t]; token ids and pos0 are range-checked on the host.
+function planEmbedding(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, need, r, w, elementwise } = c;
+  const tokens = need(inp(0), 'tokens'), tokEmb = need(inp(1), 'tok_emb'), posEmb = need(inp(2), 'pos_emb');
+  const [B, T] = c.shape(tokens) as [number, number];
+  const [V, C] = c.shape(tokEmb) as [number, number];
+  c.bound(tokens, V, (x, i) => `id ${x} at index ${i} is outside the vocabulary [0, ${V})`);
+  if (c.shape(posEmb)[0]! < T) throw new WebGPUError(`${label}: ${T} positions but pos_emb has ${c.shape(posEmb)[0]}`);
+  const P = c.shape(posEmb)[0]!;
+  if (inp(3) >= 0) c.bound(inp(3), P - T + 1, (x) => `pos0 = ${x}: positions ${x} .. ${x + T - 1} are outside pos_emb's ${P} rows`);
+  const n = B * T * C;
+  return [{
+    kernel: 'embedding', entry: 'main', label, constants: { HAS_POS0: b1(inp(3) >= 0) },
+    params: [u(n), u(T), u(C), u(0)],
+    bindings: [r(1, tokens), r(2, tokEmb), r(3, posEmb), r(4, inp(3)), w(5, need(out(0), 'x'))],
+    workgroups: elementwise(n),
+  }];
+}
+
+// embedding_backward: d tok_emb (one workgroup per vocabulary row) and d pos_emb, each only when asked for.
+function planEmbeddingBackward(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, acc, need, r, w, elementwise } = c;
+  const dx = need(inp(0), 'dx'), tokens = need(inp(1), 'tokens');
+  const [B, T] = c.shape(tokens) as [number, number];
+  const C = c.shape(dx).at(-1)!;
+  const dtok = out(0), dpos = out(1);
+  const V = dtok >= 0 ? c.shape(dtok)[0]! : 0, ctx = dpos >= 0 ? c.shape(dpos)[0]! : 0;
+  const params = [u(B * T), u(T), u(C), u(V), u(ctx), u(0), u(0), u(0)];
+  const constants = { HAS_POS0: b1(inp(2) >= 0), ACC_TOK: b1(acc(0)), ACC_POS: b1(acc(1)) };
+  const specs: DispatchSpec[] = [];
+  if (dtok >= 0)
+    specs.push({ kernel: 'embedding_backward', entry: 'dtok_main', label: `${label} dtok`, constants, params,
+      bindings: [r(1, dx), r(2, tokens), w(4, dtok)], workgroups: c.grid(V) });
+  if (dpos >= 0)
+    specs.push({ kernel: 'embedding_backward', entry: 'dpos_main', label: `${label} dpos`, constants, params,
+      bindings: [r(1, dx), r(3, inp(2)), w(5, dpos)], workgroups: elementwise(ctx * C) });
+  return specs;
+}
+
+// layernorm: one workgroup per row; mean and rstd are kept for the backward when asked for.
+function planLayernorm(c: PlanContext): DispatchSpec[] {
+  const { op, label, inp, out, need, r, w } = c;
+  const x = need(inp(0), 'x');
+  const C = c.shape(x).at(-1)!, N = c.numel(x) / C;
+  return [{
+    kernel: 'layernorm', entry: 'main', label, includes: c.rowReductions(),
+    constants: { HAS_MEAN: b1(out(1) >= 0), HAS_RSTD: b1(out(2) >= 0) },
+    params: [u(N), u(C), f(op.attrs['eps'] ?? 1e-5), u(0)],
+    bindings: [r(1, x), r(2, need(inp(1), 'w')), r(3, need(inp(2), 'b')), w(4, need(out(0), 'y')), w(5, out(1)), w(6, out(2))],
+    workgroups: c.grid(N),
+  }];
+}
+
+// layernorm_backward: dx per row, dw/db per column block: two entries of one module.
+function planLayernormBackward(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, acc, need, r, w } = c;
+  const dy = need(inp(0), 'dy'), x = need(inp(1), 'x'), wt = need(inp(2), 'w');
+  const mean = need(inp(3), 'mean'), rstd = need(inp(4), 'rstd');
+  const C = c.shape(x).at(-1)!, N = c.numel(x) / C;
+  const params = [u(N), u(C), u(0), u(0)];
+  const constants = {
+    ACC_DX: b1(acc(0)), ACC_DW: b1(acc(1)), ACC_DB: b1(acc(2)), HAS_DW: b1(out(1) >= 0), HAS_DB: b1(out(2) >= 0),
+  };
+  // Both entries from one module (dwdb_main does not reduce over a row, but shares the file).
+  const includes = c.rowReductions();
+  const specs: DispatchSpec[] = [];
+  if (out(0) >= 0)
+    specs.push({ kernel: 'layernorm_backward', entry: 'dx_main', label: `${label} dx`, includes, constants, params,
+      bindings: [r(1, dy), r(2, x), r(3, wt), r(4, mean), r(5, rstd), w(6, out(0))], workgroups: c.grid(N) });
+  if (out(1) >= 0 || out(2) >= 0)
+    specs.push({ kernel: 'layernorm_backward', entry: 'dwdb_main', label: `${label} dw/db`, includes, constants, params,
+      bindings: [r(1, dy), r(2, x), r(4, mean), r(5, rstd), w(7, out(1)), w(8, out(2))],
+      workgroups: [ceilDiv(C, 32), 1, 1] });
+  return specs;
+}
+
+// linear: y = x W^T (+ b): one matrix product.
+function planLinear(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, need, r, w } = c;
+  const x = need(inp(0), 'x'), W = need(inp(1), 'W');
+  const K = c.shape(x).at(-1)!, M = c.numel(x) / K, N = c.shape(W)[0]!;
+  if (c.shape(W)[1] !== K) throw new WebGPUError(`${label}: W is [${c.shape(W)}] for inputs of width ${K}`);
+  return c.matmul(`${label}`, { I: M, J: N, P: K, transA: false, lda: K, transB: true, ldb: K, ldc: N },
+    r(1, x), r(2, W), r(3, inp(2)), w(4, need(out(0), 'y')), inp(2) >= 0, false);
+}
+
+// linear_backward: dx = dy W, dW = dy^T x (matrix products) and db (column sums of dy), each when asked for.
+function planLinearBackward(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, acc, need, r, w } = c;
+  const dy = need(inp(0), 'dy'), x = need(inp(1), 'x'), W = need(inp(2), 'W');
+  const K = c.shape(x).at(-1)!, M = c.numel(x) / K, N = c.shape(W)[0]!;
+  const specs: DispatchSpec[] = [];
+  if (out(0) >= 0)
+    specs.push(...c.matmul(`${label} dx`, { I: M, J: K, P: N, transA: false, lda: N, transB: false, ldb: K, ldc: K },
+      r(1, dy), r(2, W), r(3, -1), w(4, out(0)), false, acc(0)));
+  if (out(1) >= 0)
+    specs.push(...c.matmul(`${label} dW`, { I: N, J: K, P: M, transA: true, lda: N, transB: false, ldb: K, ldc: K },
+      r(1, dy), r(2, x), r(3, -1), w(4, out(1)), false, acc(1)));
+  if (out(2) >= 0)
+    specs.push({ kernel: 'linear_backward', entry: 'bias_grad', label: `${label} db`, constants: { ACC: b1(acc(2)) },
+      params: [u(M), u(N), u(0), u(0)], bindings: [r(1, dy), w(2, out(2))], workgroups: [ceilDiv(N, 32), 1, 1] });
+  return specs;
+}
+
+// attention: causal attention, blocks of BQ query rows per workgroup, K/V tiles in workgroup memory.
+function planAttention(c: PlanContext): DispatchSpec[] {
+  const { op, label, inp, out, need, r, w } = c;
+  const q = need(inp(0), 'q');
+  const [B, T, C] = c.shape(q) as [number, number, number];
+  const H = op.attrs['heads'] ?? 0;
+  const HS = c.headSize(C, H);
+  let BKV = 16;
+  while (2 * BKV * HS * 4 > c.backend.device.limits.maxComputeWorkgroupStorageSize && BKV > 1) BKV /= 2;
+  const BQ = c.rowsPerWorkgroup();
+  return [{
+    kernel: 'attention', entry: 'main', label, defines: { HS, BKV, BQ }, constants: { HAS_LSE: b1(out(1) >= 0) },
+    params: [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)],
+    bindings: [r(1, q), r(2, need(inp(1), 'k')), r(3, need(inp(2), 'v')), w(4, need(out(0), 'y')), w(5, out(1))],
+    workgroups: [ceilDiv(T, BQ), B * H, 1],
+  }];
+}
+
+// attention_backward: dq from query blocks, dk/dv from key blocks.
+function planAttentionBackward(c: PlanContext): DispatchSpec[] {
+  const { op, label, inp, out, acc, need, r, w } = c;
+  const ins = [0, 1, 2, 3, 4, 5].map((i) => need(inp(i), ['dy', 'q', 'k', 'v', 'y', 'lse'][i]!));
+  const [B, T, C] = c.shape(ins[1]!) as [number, number, number];
+  const H = op.attrs['heads'] ?? 0;
+  const HS = c.headSize(C, H);
+  let BT = 16;
+  while ((2 * BT * HS + 2 * BT) * 4 > c.backend.device.limits.maxComputeWorkgroupStorageSize && BT > 1) BT /= 2;
+  const params = [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)];
+  const WG = c.rowsPerWorkgroup();
+  const constants = {
+    ACC_DQ: b1(acc(0)), ACC_DK: b1(acc(1)), ACC_DV: b1(acc(2)), HAS_DK: b1(out(1) >= 0), HAS_DV: b1(out(2) >= 0),
+  };
+  const inputs = ins.map((id, i) => r(i + 1, id));
+  const specs: DispatchSpec[] = [];
+  if (out(0) >= 0)
+    specs.push({ kernel: 'attention_backward', entry: 'dq_main', label: `${label} dq`, defines: { HS, BT, WG }, constants, params,
+      bindings: [...inputs, w(7, out(0))], workgroups: [ceilDiv(T, WG), B * H, 1] });
+  if (out(1) >= 0 || out(2) >= 0)
+    specs.push({ kernel: 'attention_backward', entry: 'dkdv_main', label: `${label} dk/dv`, defines: { HS, BT, WG }, constants, params,
+      bindings: [...inputs, w(8, out(1)), w(9, out(2))], workgroups: [ceilDiv(T, WG), B * H, 1] });
+  return specs;
+}
+
+// kv_cache_write: generation writes the step's k and v rows into the caches at pos0.
+function planKvCacheWrite(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, need, r, w, elementwise } = c;
+  const kk = need(inp(0), 'k'), vv = need(inp(1), 'v'), pos0 = need(inp(2), 'pos0');
+  const kc = need(out(0), 'k_cache'), vc = need(out(1), 'v_cache');
+  const C = c.shape(kk).at(-1)!, n = c.numel(kk) / C, ctx = c.shape(kc)[0]!;
+  if (c.numel(vv) !== n * C || c.shape(kc).at(-1) !== C || c.numel(vc) !== c.numel(kc))
+    throw new WebGPUError(`${label}: k [${c.shape(kk)}], v [${c.shape(vv)}] do not fit the caches [${c.shape(kc)}], [${c.shape(vc)}]`);
+  if (n > ctx) throw new WebGPUError(`${label}: ${n} rows do not fit a cache of ${ctx}`);
+  c.bound(pos0, ctx - n + 1, (x) => `pos0 = ${x}: rows ${x} .. ${x + n - 1} are outside the KV cache of ${ctx} rows`);
+  return [{
+    kernel: 'kv_cache_write', entry: 'main', label, constants: { C }, params: [u(n * C), u(0), u(0), u(0)],
+    bindings: [r(1, kk), r(2, vv), r(3, pos0), w(4, kc), w(5, vc)], workgroups: elementwise(n * C),
+  }];
+}
+
+// attention_cached: generation's attention of the new rows over the cached k and v, one workgroup per (row, head).
+function planAttentionCached(c: PlanContext): DispatchSpec[] {
+  const { op, label, inp, out, need, r, w } = c;
+  const q = need(inp(0), 'q'), kc = need(inp(1), 'k_cache'), vc = need(inp(2), 'v_cache'), pos0 = need(inp(3), 'pos0');
+  const C = c.shape(q).at(-1)!, n = c.numel(q) / C, ctx = c.shape(kc)[0]!;
+  const H = op.attrs['heads'] ?? 0;
+  const HS = c.headSize(C, H);
+  if (c.shape(kc).at(-1) !== C || c.numel(vc) !== c.numel(kc))
+    throw new WebGPUError(`${label}: caches [${c.shape(kc)}], [${c.shape(vc)}] do not match q [${c.shape(q)}]`);
+  c.bound(pos0, ctx - n + 1, (x) => `pos0 = ${x}: rows ${x} .. ${x + n - 1} are outside the KV cache of ${ctx} rows`);
+  if (n > c.backend.maxWorkgroups) throw new WebGPUError(`${label}: ${n} query rows are more than one dispatch holds`);
+  return [{
+    kernel: 'attention_cached', entry: 'main', label, defines: { HS, CPT: ceilDiv(HS, 64) },
+    params: [u(n), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
+    bindings: [r(1, q), r(2, kc), r(3, vc), r(4, pos0), w(5, need(out(0), 'y'))], workgroups: [n, H, 1],
+  }];
+}
+
+// attention_probs: the attention weights themselves ([B, H, T, T]), for inspection.
+function planAttentionProbs(c: PlanContext): DispatchSpec[] {
+  const { op, label, inp, out, need, r, w } = c;
+  const q = need(inp(0), 'q'), kk = need(inp(1), 'k'), probs = need(out(0), 'probs');
+  const [B, T, C] = c.shape(q) as [number, number, number];
+  const H = op.attrs['heads'] ?? 0;
+  const HS = c.headSize(C, H);
+  if (c.numel(kk) !== B * T * C) throw new WebGPUError(`${label}: k [${c.shape(kk)}] does not match q [${c.shape(q)}]`);
+  if (c.numel(probs) !== B * H * T * T) throw new WebGPUError(`${label}: probs [${c.shape(probs)}] is not [${B}, ${H}, ${T}, ${T}]`);
+  if (T > c.backend.maxWorkgroups || B * H > c.backend.maxWorkgroups)
+    throw new WebGPUError(`${label}: [${B}, ${H}, ${T}] rows are more than one dispatch holds`);
+  return [{
+    kernel: 'attention_probs', entry: 'main', label, defines: { HS },
+    params: [u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
+    bindings: [r(1, q), r(2, kk), w(3, probs)], workgroups: [T, B * H, 1],
+  }];
+}
+
+// gelu: elementwise.
+function planGelu(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, need, r, w, elementwise } = c;
+  const x = need(inp(0), 'x'), n = c.numel(x);
+  return [{ kernel: 'gelu', entry: 'main', label, params: [u(n), u(0), u(0), u(0)],
+    bindings: [r(1, x), w(2, need(out(0), 'y'))], workgroups: elementwise(n) }];
+}
+
+// gelu_backward: elementwise; nothing to do when the gradient is not needed.
+function planGeluBackward(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, acc, need, r, w, elementwise } = c;
+  const dy = need(inp(0), 'dy'), n = c.numel(dy);
+  if (out(0) < 0) return [];
+  return [{ kernel: 'gelu_backward', entry: 'main', label, constants: { ACC: b1(acc(0)) }, params: [u(n), u(0), u(0), u(0)],
+    bindings: [r(1, dy), r(2, need(inp(1), 'x')), w(3, out(0))], workgroups: elementwise(n) }];
+}
+
+// add: y = a + alpha b, elementwise.
+function planAdd(c: PlanContext): DispatchSpec[] {
+  const { op, label, inp, out, need, r, w, elementwise } = c;
+  const a = need(inp(0), 'a'), n = c.numel(a);
+  return [{ kernel: 'add', entry: 'main', label, params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
+    bindings: [r(1, a), r(2, need(inp(1), 'b')), w(3, need(out(0), 'y'))], workgroups: elementwise(n) }];
+}
+
+// add_backward: da = dy, db = alpha dy, each when asked for.
+function planAddBackward(c: PlanContext): DispatchSpec[] {
+  const { op, label, inp, out, acc, need, r, w, elementwise } = c;
+  const dy = need(inp(0), 'dy'), n = c.numel(dy);
+  if (out(0) < 0 && out(1) < 0) return [];
+  return [{ kernel: 'add_backward', entry: 'main', label,
+    constants: { HAS_DA: b1(out(0) >= 0), HAS_DB: b1(out(1) >= 0), ACC_A: b1(acc(0)), ACC_B: b1(acc(1)) },
+    params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
+    bindings: [r(1, dy), w(2, out(0)), w(3, out(1))], workgroups: elementwise(n) }];
+}
+
+// cross_entropy: per-row losses (and log-sum-exp), then their masked mean in one more dispatch.
+function planCrossEntropy(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, need, r, w } = c;
+  const logits = need(inp(0), 'logits'), targets = need(inp(1), 'targets');
+  const [M, V] = c.shape(logits) as [number, number];
+  c.bound(targets, V, (x, i) => `id ${x} at index ${i} is outside the vocabulary [0, ${V})`);
+  const rowloss = c.scratch(M, `${label} row losses`);
+  const params = [u(M), u(V), u(0), u(0)];
+  const constants = { HAS_MASK: b1(inp(2) >= 0), HAS_LSE: b1(out(1) >= 0) };
+  const rl = (binding: number): BindingSpec => ({ binding, buffer: rowloss, access: 'w', what: 'row losses' });
+  const specs: DispatchSpec[] = [{
+    kernel: 'cross_entropy', entry: 'rows_main', label: `${label} rows`, constants, params,
+    bindings: [r(1, logits), r(2, targets), r(3, inp(2)), w(4, out(1)), rl(5)], workgroups: c.grid(M),
+  }];
+  if (out(0) >= 0)
+    specs.push({ kernel: 'cross_entropy', entry: 'total_main', label: `${label} total`, constants, params,
+      bindings: [r(3, inp(2)), rl(5), w(6, out(0))], workgroups: [1, 1, 1] });
+  return specs;
+}
+
+// cross_entropy_backward: d logits = (softmax - one-hot) * mask / sum(mask), one workgroup per row.
+function planCrossEntropyBackward(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, acc, need, r, w } = c;
+  const logits = need(inp(0), 'logits');
+  const [M, V] = c.shape(logits) as [number, number];
+  if (out(0) < 0) return [];
+  return [{
+    kernel: 'cross_entropy_backward', entry: 'main', label,
+    constants: { HAS_LSE: b1(inp(2) >= 0), HAS_MASK: b1(inp(3) >= 0), ACC: b1(acc(0)) },
+    params: [u(M), u(V), u(0), u(0)],
+    bindings: [r(1, logits), r(2, need(inp(1), 'targets')), r(3, inp(2)), r(4, inp(3)), w(5, out(0))],
+    workgroups: c.grid(M),
+  }];
+}
+
+// grad_norm: sums of squares of every gradient in fixed chunks, then one workgroup adds the partial sums.
+function planGradNorm(c: PlanContext): DispatchSpec[] {
+  const { op, label, out, need, r, w } = c;
+  const CHUNK = 2048;
+  const groups = op.inputs.map((id) => (id >= 0 ? ceilDiv(c.numel(id), CHUNK) : 0));
+  const total = groups.reduce((a, b) => a + b, 0);
+  const partials = c.scratch(Math.max(1, total), `${label} partial sums`);
+  const pw = (binding: number): BindingSpec => ({ binding, buffer: partials, access: 'w', what: 'partial sums' });
+  const specs: DispatchSpec[] = [];
+  let base = 0;
+  op.inputs.forEach((id, i) => {
+    if (id < 0 || groups[i] === 0) return;
+    specs.push({ kernel: 'grad_norm', entry: 'partial_main', label: `${label} ${c.name(id)}`,
+      params: [u(c.numel(id)), u(base), u(0), u(0)], bindings: [r(1, id), pw(2)], workgroups: c.grid(groups[i]!) });
+    base += groups[i]!;
+  });
+  specs.push({ kernel: 'grad_norm', entry: 'finish_main', label: `${label} finish`,
+    params: [u(0), u(0), u(total), u(0)], bindings: [pw(2), w(3, need(out(0), 'norm'))], workgroups: [1, 1, 1] });
+  return specs;
+}
+
+// adamw: in place on param, m and v; the step scalars come from a constants buffer (one slot per set of attributes).
+function planAdamw(c: PlanContext): DispatchSpec[] {
+  const { op, label, inp, out, need, r, w, elementwise } = c;
+  const p = need(inp(0), 'param'), g = need(inp(1), 'grad'), m = need(inp(2), 'm'), v = need(inp(3), 'v');
+  const norm = need(inp(4), 'norm');
+  need(inp(5), 'hparams');
+  if (out(0) !== p || out(1) !== m || out(2) !== v) throw new WebGPUError(`${label}: adamw must update param, m and v in place`);
+  const attrs = { beta1: op.attrs['beta1'] ?? 0.9, beta2: op.attrs['beta2'] ?? 0.95, eps: op.attrs['eps'] ?? 1e-8,
+    weight_decay: op.attrs['weight_decay'] ?? 0, max_norm: op.attrs['max_norm'] ?? 1 };
+  const n = c.numel(p);
+  return [{
+    kernel: 'adamw', entry: 'main', label, params: [u(n), u(c.adamwSlot(attrs)), u(0), u(0)],
+    bindings: [
+      { binding: 1, buffer: c.readDummy(), access: 'r', what: 'adamw constants' }, // replaced in prepare()
+      r(2, norm), w(3, p), r(4, g), w(5, m), w(6, v),
+    ],
+    workgroups: elementwise(n),
+  }];
+}
+
+const PLANNERS: { readonly [K in OpKind]: Planner } = {
+  embedding: planEmbedding,
+  embedding_backward: planEmbeddingBackward,
+  layernorm: planLayernorm,
+  layernorm_backward: planLayernormBackward,
+  linear: planLinear,
+  linear_backward: planLinearBackward,
+  attention: planAttention,
+  attention_backward: planAttentionBackward,
+  kv_cache_write: planKvCacheWrite,
+  attention_cached: planAttentionCached,
+  attention_probs: planAttentionProbs,
+  gelu: planGelu,
+  gelu_backward: planGeluBackward,
+  add: planAdd,
+  add_backward: planAddBackward,
+  cross_entropy: planCrossEntropy,
+  cross_entropy_backward: planCrossEntropyBackward,
+  grad_norm: planGradNorm,
+  adamw: planAdamw,
+};
+
+// ---------------------------------------------------------------------------------------------
+
 export class Executor {
   readonly backend: WebGPUBackend;
   readonly program: ProgramJSON;
@@ -508,291 +882,56 @@ export class Executor {
     return [x, y, 1];
   }
 
+  // One op's dispatches: its planner from the table, with this executor as context.
   private plan(op: OpInfo, k: number): DispatchSpec[] {
-    const inp = (i: number): number => (i < op.inputs.length ? op.inputs[i]! : -1);
-    const out = (i: number): number => (i < op.outputs.length ? op.outputs[i]! : -1);
-    const acc = (i: number): boolean => (op.attrs[`acc${i}`] ?? 0) !== 0;
     const label = `op ${k} ${op.op}`;
-    const r = (binding: number, id: number): BindingSpec =>
-      id >= 0
-        ? { binding, buffer: this.buf(id), access: 'r', what: this.name(id) }
-        : { binding, buffer: this.readDummy(), access: 'r', what: '(absent)' };
+    if (!Object.hasOwn(PLANNERS, op.op)) throw new WebGPUError(`${label}: unknown op '${String((op as OpInfo).op)}'`);
     let dummies = 0;
-    const w = (binding: number, id: number): BindingSpec =>
-      id >= 0
-        ? { binding, buffer: this.buf(id), access: 'w', what: this.name(id) }
-        : { binding, buffer: this.writeDummy(dummies++), access: 'w', what: '(absent)' };
-    const need = (id: number, what: string): number => {
-      if (id < 0) throw new WebGPUError(`${label}: missing ${what}`);
-      return id;
+    const c: PlanContext = {
+      op,
+      label,
+      backend: this.backend,
+      inp: (i) => (i < op.inputs.length ? op.inputs[i]! : -1),
+      out: (i) => (i < op.outputs.length ? op.outputs[i]! : -1),
+      acc: (i) => (op.attrs[`acc${i}`] ?? 0) !== 0,
+      need: (id, what) => {
+        if (id < 0) throw new WebGPUError(`${label}: missing ${what}`);
+        return id;
+      },
+      r: (binding, id) =>
+        id >= 0
+          ? { binding, buffer: this.buf(id), access: 'r', what: this.name(id) }
+          : { binding, buffer: this.readDummy(), access: 'r', what: '(absent)' },
+      w: (binding, id) =>
+        id >= 0
+          ? { binding, buffer: this.buf(id), access: 'w', what: this.name(id) }
+          : { binding, buffer: this.writeDummy(dummies++), access: 'w', what: '(absent)' },
+      shape: (id) => this.shape(id),
+      numel: (id) => this.numel(id),
+      name: (id) => this.name(id),
+      bound: (id, bound, why) => this.bound(id, bound, why),
+      grid: (count) => this.grid(count),
+      elementwise: (n) => this.grid(ceilDiv(n, 256)),
+      scratch: (floats, what) => this.scratch(floats, what),
+      readDummy: () => this.readDummy(),
+      rowReductions: () => this.rowReductions(),
+      rowsPerWorkgroup: () => this.rowsPerWorkgroup(),
+      headSize: (C, H) => this.headSize(label, C, H),
+      matmul: (...args) => this.matmul(...args),
+      adamwSlot: (attrs) => this.adamwSlot(attrs),
     };
-    const elementwise = (n: number) => this.grid(ceilDiv(n, 256));
-    const b1 = (v: boolean): number => (v ? 1 : 0);
+    return PLANNERS[op.op](c);
+  }
 
-    switch (op.op) {
-      case 'embedding': {
-        const tokens = need(inp(0), 'tokens'), tokEmb = need(inp(1), 'tok_emb'), posEmb = need(inp(2), 'pos_emb');
-        const [B, T] = this.shape(tokens) as [number, number];
-        const [V, C] = this.shape(tokEmb) as [number, number];
-        this.bound(tokens, V, (x, i) => `id ${x} at index ${i} is outside the vocabulary [0, ${V})`);
-        if (this.shape(posEmb)[0]! < T) throw new WebGPUError(`${label}: ${T} positions but pos_emb has ${this.shape(posEmb)[0]}`);
-        const P = this.shape(posEmb)[0]!;
-        if (inp(3) >= 0) this.bound(inp(3), P - T + 1, (x) => `pos0 = ${x}: positions ${x} .. ${x + T - 1} are outside pos_emb's ${P} rows`);
-        const n = B * T * C;
-        return [{
-          kernel: 'embedding', entry: 'main', label, constants: { HAS_POS0: b1(inp(3) >= 0) },
-          params: [u(n), u(T), u(C), u(0)],
-          bindings: [r(1, tokens), r(2, tokEmb), r(3, posEmb), r(4, inp(3)), w(5, need(out(0), 'x'))],
-          workgroups: elementwise(n),
-        }];
-      }
-      case 'embedding_backward': {
-        const dx = need(inp(0), 'dx'), tokens = need(inp(1), 'tokens');
-        const [B, T] = this.shape(tokens) as [number, number];
-        const C = this.shape(dx).at(-1)!;
-        const dtok = out(0), dpos = out(1);
-        const V = dtok >= 0 ? this.shape(dtok)[0]! : 0, ctx = dpos >= 0 ? this.shape(dpos)[0]! : 0;
-        const params = [u(B * T), u(T), u(C), u(V), u(ctx), u(0), u(0), u(0)];
-        const constants = { HAS_POS0: b1(inp(2) >= 0), ACC_TOK: b1(acc(0)), ACC_POS: b1(acc(1)) };
-        const specs: DispatchSpec[] = [];
-        if (dtok >= 0)
-          specs.push({ kernel: 'embedding_backward', entry: 'dtok_main', label: `${label} dtok`, constants, params,
-            bindings: [r(1, dx), r(2, tokens), w(4, dtok)], workgroups: this.grid(V) });
-        if (dpos >= 0)
-          specs.push({ kernel: 'embedding_backward', entry: 'dpos_main', label: `${label} dpos`, constants, params,
-            bindings: [r(1, dx), r(3, inp(2)), w(5, dpos)], workgroups: elementwise(ctx * C) });
-        return specs;
-      }
-      case 'layernorm': {
-        const x = need(inp(0), 'x');
-        const C = this.shape(x).at(-1)!, N = this.numel(x) / C;
-        return [{
-          kernel: 'layernorm', entry: 'main', label, includes: this.rowReductions(),
-          constants: { HAS_MEAN: b1(out(1) >= 0), HAS_RSTD: b1(out(2) >= 0) },
-          params: [u(N), u(C), f(op.attrs['eps'] ?? 1e-5), u(0)],
-          bindings: [r(1, x), r(2, need(inp(1), 'w')), r(3, need(inp(2), 'b')), w(4, need(out(0), 'y')), w(5, out(1)), w(6, out(2))],
-          workgroups: this.grid(N),
-        }];
-      }
-      case 'layernorm_backward': {
-        const dy = need(inp(0), 'dy'), x = need(inp(1), 'x'), wt = need(inp(2), 'w');
-        const mean = need(inp(3), 'mean'), rstd = need(inp(4), 'rstd');
-        const C = this.shape(x).at(-1)!, N = this.numel(x) / C;
-        const params = [u(N), u(C), u(0), u(0)];
-        const constants = {
-          ACC_DX: b1(acc(0)), ACC_DW: b1(acc(1)), ACC_DB: b1(acc(2)), HAS_DW: b1(out(1) >= 0), HAS_DB: b1(out(2) >= 0),
-        };
-        // Both entries from one module (dwdb_main does not reduce over a row, but shares the file).
-        const includes = this.rowReductions();
-        const specs: DispatchSpec[] = [];
-        if (out(0) >= 0)
-          specs.push({ kernel: 'layernorm_backward', entry: 'dx_main', label: `${label} dx`, includes, constants, params,
-            bindings: [r(1, dy), r(2, x), r(3, wt), r(4, mean), r(5, rstd), w(6, out(0))], workgroups: this.grid(N) });
-        if (out(1) >= 0 || out(2) >= 0)
-          specs.push({ kernel: 'layernorm_backward', entry: 'dwdb_main', label: `${label} dw/db`, includes, constants, params,
-            bindings: [r(1, dy), r(2, x), r(4, mean), r(5, rstd), w(7, out(1)), w(8, out(2))],
-            workgroups: [ceilDiv(C, 32), 1, 1] });
-        return specs;
-      }
-      case 'linear': {
-        const x = need(inp(0), 'x'), W = need(inp(1), 'W');
-        const K = this.shape(x).at(-1)!, M = this.numel(x) / K, N = this.shape(W)[0]!;
-        if (this.shape(W)[1] !== K) throw new WebGPUError(`${label}: W is [${this.shape(W)}] for inputs of width ${K}`);
-        return this.matmul(`${label}`, { I: M, J: N, P: K, transA: false, lda: K, transB: true, ldb: K, ldc: N },
-          r(1, x), r(2, W), r(3, inp(2)), w(4, need(out(0), 'y')), inp(2) >= 0, false);
-      }
-      case 'linear_backward': {
-        const dy = need(inp(0), 'dy'), x = need(inp(1), 'x'), W = need(inp(2), 'W');
-        const K = this.shape(x).at(-1)!, M = this.numel(x) / K, N = this.shape(W)[0]!;
-        const specs: DispatchSpec[] = [];
-        if (out(0) >= 0)
-          specs.push(...this.matmul(`${label} dx`, { I: M, J: K, P: N, transA: false, lda: N, transB: false, ldb: K, ldc: K },
-            r(1, dy), r(2, W), r(3, -1), w(4, out(0)), false, acc(0)));
-        if (out(1) >= 0)
-          specs.push(...this.matmul(`${label} dW`, { I: N, J: K, P: M, transA: true, lda: N, transB: false, ldb: K, ldc: K },
-            r(1, dy), r(2, x), r(3, -1), w(4, out(1)), false, acc(1)));
-        if (out(2) >= 0)
-          specs.push({ kernel: 'linear_backward', entry: 'bias_grad', label: `${label} db`, constants: { ACC: b1(acc(2)) },
-            params: [u(M), u(N), u(0), u(0)], bindings: [r(1, dy), w(2, out(2))], workgroups: [ceilDiv(N, 32), 1, 1] });
-        return specs;
-      }
-      case 'attention': {
-        const q = need(inp(0), 'q');
-        const [B, T, C] = this.shape(q) as [number, number, number];
-        const H = op.attrs['heads'] ?? 0;
-        const HS = this.headSize(label, C, H);
-        let BKV = 16;
-        while (2 * BKV * HS * 4 > this.backend.device.limits.maxComputeWorkgroupStorageSize && BKV > 1) BKV /= 2;
-        const BQ = this.rowsPerWorkgroup();
-        return [{
-          kernel: 'attention', entry: 'main', label, defines: { HS, BKV, BQ }, constants: { HAS_LSE: b1(out(1) >= 0) },
-          params: [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)],
-          bindings: [r(1, q), r(2, need(inp(1), 'k')), r(3, need(inp(2), 'v')), w(4, need(out(0), 'y')), w(5, out(1))],
-          workgroups: [ceilDiv(T, BQ), B * H, 1],
-        }];
-      }
-      case 'attention_backward': {
-        const ins = [0, 1, 2, 3, 4, 5].map((i) => need(inp(i), ['dy', 'q', 'k', 'v', 'y', 'lse'][i]!));
-        const [B, T, C] = this.shape(ins[1]!) as [number, number, number];
-        const H = op.attrs['heads'] ?? 0;
-        const HS = this.headSize(label, C, H);
-        let BT = 16;
-        while ((2 * BT * HS + 2 * BT) * 4 > this.backend.device.limits.maxComputeWorkgroupStorageSize && BT > 1) BT /= 2;
-        const params = [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)];
-        const WG = this.rowsPerWorkgroup();
-        const constants = {
-          ACC_DQ: b1(acc(0)), ACC_DK: b1(acc(1)), ACC_DV: b1(acc(2)), HAS_DK: b1(out(1) >= 0), HAS_DV: b1(out(2) >= 0),
-        };
-        const inputs = ins.map((id, i) => r(i + 1, id));
-        const specs: DispatchSpec[] = [];
-        if (out(0) >= 0)
-          specs.push({ kernel: 'attention_backward', entry: 'dq_main', label: `${label} dq`, defines: { HS, BT, WG }, constants, params,
-            bindings: [...inputs, w(7, out(0))], workgroups: [ceilDiv(T, WG), B * H, 1] });
-        if (out(1) >= 0 || out(2) >= 0)
-          specs.push({ kernel: 'attention_backward', entry: 'dkdv_main', label: `${label} dk/dv`, defines: { HS, BT, WG }, constants, params,
-            bindings: [...inputs, w(8, out(1)), w(9, out(2))], workgroups: [ceilDiv(T, WG), B * H, 1] });
-        return specs;
-      }
-      case 'gelu': {
-        const x = need(inp(0), 'x'), n = this.numel(x);
-        return [{ kernel: 'gelu', entry: 'main', label, params: [u(n), u(0), u(0), u(0)],
-          bindings: [r(1, x), w(2, need(out(0), 'y'))], workgroups: elementwise(n) }];
-      }
-      case 'gelu_backward': {
-        const dy = need(inp(0), 'dy'), n = this.numel(dy);
-        if (out(0) < 0) return [];
-        return [{ kernel: 'gelu_backward', entry: 'main', label, constants: { ACC: b1(acc(0)) }, params: [u(n), u(0), u(0), u(0)],
-          bindings: [r(1, dy), r(2, need(inp(1), 'x')), w(3, out(0))], workgroups: elementwise(n) }];
-      }
-      case 'add': {
-        const a = need(inp(0), 'a'), n = this.numel(a);
-        return [{ kernel: 'add', entry: 'main', label, params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
-          bindings: [r(1, a), r(2, need(inp(1), 'b')), w(3, need(out(0), 'y'))], workgroups: elementwise(n) }];
-      }
-      case 'add_backward': {
-        const dy = need(inp(0), 'dy'), n = this.numel(dy);
-        if (out(0) < 0 && out(1) < 0) return [];
-        return [{ kernel: 'add_backward', entry: 'main', label,
-          constants: { HAS_DA: b1(out(0) >= 0), HAS_DB: b1(out(1) >= 0), ACC_A: b1(acc(0)), ACC_B: b1(acc(1)) },
-          params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
-          bindings: [r(1, dy), w(2, out(0)), w(3, out(1))], workgroups: elementwise(n) }];
-      }
-      case 'cross_entropy': {
-        const logits = need(inp(0), 'logits'), targets = need(inp(1), 'targets');
-        const [M, V] = this.shape(logits) as [number, number];
-        this.bound(targets, V, (x, i) => `id ${x} at index ${i} is outside the vocabulary [0, ${V})`);
-        const rowloss = this.scratch(M, `${label} row losses`);
-        const params = [u(M), u(V), u(0), u(0)];
-        const constants = { HAS_MASK: b1(inp(2) >= 0), HAS_LSE: b1(out(1) >= 0) };
-        const rl = (binding: number): BindingSpec => ({ binding, buffer: rowloss, access: 'w', what: 'row losses' });
-        const specs: DispatchSpec[] = [{
-          kernel: 'cross_entropy', entry: 'rows_main', label: `${label} rows`, constants, params,
-          bindings: [r(1, logits), r(2, targets), r(3, inp(2)), w(4, out(1)), rl(5)], workgroups: this.grid(M),
-        }];
-        if (out(0) >= 0)
-          specs.push({ kernel: 'cross_entropy', entry: 'total_main', label: `${label} total`, constants, params,
-            bindings: [r(3, inp(2)), rl(5), w(6, out(0))], workgroups: [1, 1, 1] });
-        return specs;
-      }
-      case 'cross_entropy_backward': {
-        const logits = need(inp(0), 'logits');
-        const [M, V] = this.shape(logits) as [number, number];
-        if (out(0) < 0) return [];
-        return [{
-          kernel: 'cross_entropy_backward', entry: 'main', label,
-          constants: { HAS_LSE: b1(inp(2) >= 0), HAS_MASK: b1(inp(3) >= 0), ACC: b1(acc(0)) },
-          params: [u(M), u(V), u(0), u(0)],
-          bindings: [r(1, logits), r(2, need(inp(1), 'targets')), r(3, inp(2)), r(4, inp(3)), w(5, out(0))],
-          workgroups: this.grid(M),
-        }];
-      }
-      case 'grad_norm': {
-        const CHUNK = 2048;
-        const groups = op.inputs.map((id) => (id >= 0 ? ceilDiv(this.numel(id), CHUNK) : 0));
-        const total = groups.reduce((a, b) => a + b, 0);
-        const partials = this.scratch(Math.max(1, total), `${label} partial sums`);
-        const pw = (binding: number): BindingSpec => ({ binding, buffer: partials, access: 'w', what: 'partial sums' });
-        const specs: DispatchSpec[] = [];
-        let base = 0;
-        op.inputs.forEach((id, i) => {
-          if (id < 0 || groups[i] === 0) return;
-          specs.push({ kernel: 'grad_norm', entry: 'partial_main', label: `${label} ${this.name(id)}`,
-            params: [u(this.numel(id)), u(base), u(0), u(0)], bindings: [r(1, id), pw(2)], workgroups: this.grid(groups[i]!) });
-          base += groups[i]!;
-        });
-        specs.push({ kernel: 'grad_norm', entry: 'finish_main', label: `${label} finish`,
-          params: [u(0), u(0), u(total), u(0)], bindings: [pw(2), w(3, need(out(0), 'norm'))], workgroups: [1, 1, 1] });
-        return specs;
-      }
-      case 'adamw': {
-        const p = need(inp(0), 'param'), g = need(inp(1), 'grad'), m = need(inp(2), 'm'), v = need(inp(3), 'v');
-        const norm = need(inp(4), 'norm');
-        need(inp(5), 'hparams');
-        if (out(0) !== p || out(1) !== m || out(2) !== v) throw new WebGPUError(`${label}: adamw must update param, m and v in place`);
-        const attrs = { beta1: op.attrs['beta1'] ?? 0.9, beta2: op.attrs['beta2'] ?? 0.95, eps: op.attrs['eps'] ?? 1e-8,
-          weight_decay: op.attrs['weight_decay'] ?? 0, max_norm: op.attrs['max_norm'] ?? 1 };
-        const key = JSON.stringify(attrs);
-        let grp = this.adamwGroups.get(key);
-        if (!grp) {
-          grp = { slot: this.adamwGroups.size, attrs };
-          this.adamwGroups.set(key, grp);
-        }
-        const n = this.numel(p);
-        return [{
-          kernel: 'adamw', entry: 'main', label, params: [u(n), u(grp.slot), u(0), u(0)],
-          bindings: [
-            { binding: 1, buffer: this.readDummy(), access: 'r', what: 'adamw constants' }, // replaced in prepare()
-            r(2, norm), w(3, p), r(4, g), w(5, m), w(6, v),
-          ],
-          workgroups: elementwise(n),
-        }];
-      }
-      case 'kv_cache_write': {
-        const kk = need(inp(0), 'k'), vv = need(inp(1), 'v'), pos0 = need(inp(2), 'pos0');
-        const kc = need(out(0), 'k_cache'), vc = need(out(1), 'v_cache');
-        const C = this.shape(kk).at(-1)!, n = this.numel(kk) / C, ctx = this.shape(kc)[0]!;
-        if (this.numel(vv) !== n * C || this.shape(kc).at(-1) !== C || this.numel(vc) !== this.numel(kc))
-          throw new WebGPUError(`${label}: k [${this.shape(kk)}], v [${this.shape(vv)}] do not fit the caches [${this.shape(kc)}], [${this.shape(vc)}]`);
-        if (n > ctx) throw new WebGPUError(`${label}: ${n} rows do not fit a cache of ${ctx}`);
-        this.bound(pos0, ctx - n + 1, (x) => `pos0 = ${x}: rows ${x} .. ${x + n - 1} are outside the KV cache of ${ctx} rows`);
-        return [{
-          kernel: 'kv_cache_write', entry: 'main', label, constants: { C }, params: [u(n * C), u(0), u(0), u(0)],
-          bindings: [r(1, kk), r(2, vv), r(3, pos0), w(4, kc), w(5, vc)], workgroups: elementwise(n * C),
-        }];
-      }
-      case 'attention_cached': {
-        const q = need(inp(0), 'q'), kc = need(inp(1), 'k_cache'), vc = need(inp(2), 'v_cache'), pos0 = need(inp(3), 'pos0');
-        const C = this.shape(q).at(-1)!, n = this.numel(q) / C, ctx = this.shape(kc)[0]!;
-        const H = op.attrs['heads'] ?? 0;
-        const HS = this.headSize(label, C, H);
-        if (this.shape(kc).at(-1) !== C || this.numel(vc) !== this.numel(kc))
-          throw new WebGPUError(`${label}: caches [${this.shape(kc)}], [${this.shape(vc)}] do not match q [${this.shape(q)}]`);
-        this.bound(pos0, ctx - n + 1, (x) => `pos0 = ${x}: rows ${x} .. ${x + n - 1} are outside the KV cache of ${ctx} rows`);
-        if (n > this.backend.maxWorkgroups) throw new WebGPUError(`${label}: ${n} query rows are more than one dispatch holds`);
-        return [{
-          kernel: 'attention_cached', entry: 'main', label, defines: { HS, CPT: ceilDiv(HS, 64) },
-          params: [u(n), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
-          bindings: [r(1, q), r(2, kc), r(3, vc), r(4, pos0), w(5, need(out(0), 'y'))], workgroups: [n, H, 1],
-        }];
-      }
-      case 'attention_probs': {
-        const q = need(inp(0), 'q'), kk = need(inp(1), 'k'), probs = need(out(0), 'probs');
-        const [B, T, C] = this.shape(q) as [number, number, number];
-        const H = op.attrs['heads'] ?? 0;
-        const HS = this.headSize(label, C, H);
-        if (this.numel(kk) !== B * T * C) throw new WebGPUError(`${label}: k [${this.shape(kk)}] does not match q [${this.shape(q)}]`);
-        if (this.numel(probs) !== B * H * T * T) throw new WebGPUError(`${label}: probs [${this.shape(probs)}] is not [${B}, ${H}, ${T}, ${T}]`);
-        if (T > this.backend.maxWorkgroups || B * H > this.backend.maxWorkgroups)
-          throw new WebGPUError(`${label}: [${B}, ${H}, ${T}] rows are more than one dispatch holds`);
-        return [{
-          kernel: 'attention_probs', entry: 'main', label, defines: { HS },
-          params: [u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
-          bindings: [r(1, q), r(2, kk), w(3, probs)], workgroups: [T, B * H, 1],
-        }];
-      }
-      default:
-        throw new WebGPUError(`${label}: unknown op '${String((op as OpInfo).op)}'`);
+  // AdamW's slot in the constants buffer: ops with the same attributes share one.
+  private adamwSlot(attrs: Record<string, number>): number {
+    const key = JSON.stringify(attrs);
+    let grp = this.adamwGroups.get(key);
+    if (!grp) {
+      grp = { slot: this.adamwGroups.size, attrs };
+      this.adamwGroups.set(key, grp);
     }
+    return grp.slot;
   }
 
   // The common file behind `// #include reduce` for the layernorm kernels (options.reductions).
@@ -833,7 +972,7 @@ export class Executor {
 
   private matmul(
     label: string,
-    d: { I: number; J: number; P: number; transA: boolean; lda: number; transB: boolean; ldb: number; ldc: number },
+    d: MatmulDims,
     a: BindingSpec, b: BindingSpec, bias: BindingSpec, c: BindingSpec, hasBias: boolean, accumulate: boolean,
   ): DispatchSpec[] {
     // Variant (options 'auto', measured on an H200, docs/webgpu.md "Matrix products"):

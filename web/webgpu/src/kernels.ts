@@ -46,7 +46,7 @@ export function sourceWithIncludes(name: string, source: string, kernels: Kernel
       try {
         body = kernels(inc);
       } catch (e) {
-        throw new Error(`kernels/${file}.wgsl includes ${m[1]}: ${(e as Error).message}`);
+        throw new Error(`kernels/${file}.wgsl includes ${m[1]}: ${(e as Error).message}`, { cause: e });
       }
       body = body.replace(ENABLE, (_, names: string) => {
         for (const n of enableNames(names)) enables.add(n);

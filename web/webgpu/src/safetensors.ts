@@ -94,7 +94,7 @@ export function encodeSafeTensors(file: SafeTensorsFile): Uint8Array {
     header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + bytes] };
     off += bytes;
   }
-  let json = new TextEncoder().encode(JSON.stringify(header));
+  const json = new TextEncoder().encode(JSON.stringify(header));
   const padded = Math.ceil((8 + json.byteLength) / 8) * 8 - 8;
   const out = new Uint8Array(8 + padded + off);
   new DataView(out.buffer).setBigUint64(0, BigInt(padded), true);
@@ -105,6 +105,5 @@ export function encodeSafeTensors(file: SafeTensorsFile): Uint8Array {
     out.set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), p);
     p += t.data.byteLength;
   }
-  json = new Uint8Array(0);
   return out;
 }

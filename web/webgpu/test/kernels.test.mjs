@@ -21,7 +21,7 @@ async function nativeReference(programJson, inputs) {
   try {
     run(tool('ptl_program_run'), ['kernel', '--program', `${base}.json`, '--in', `${base}.in.safetensors`, '--out', `${base}.out.safetensors`]);
   } catch (e) {
-    throw new Error(`ptl_program_run kernel failed: ${e.stderr || e.message}`);
+    throw new Error(`ptl_program_run kernel failed: ${e.stderr || e.message}`, { cause: e });
   }
   return new Uint8Array(readFileSync(`${base}.out.safetensors`));
 }

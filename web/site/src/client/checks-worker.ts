@@ -4,9 +4,8 @@
 //   the cases the Node tests run too).
 // - WebAssembly: 20 training steps of Tiny against the losses native `ptl` printed when this
 //   site was built, and a greedy continuation against native's bytes.
-import { Engine, loadModule } from '../../../src/engine/engine.js';
-import { WebGPUBackend } from '../../../webgpu/src/executor.js';
-import { describeResult, runKernelChecks, summariseChecks } from '../../../webgpu/src/checks.js';
+import { Engine, loadModule } from '@posttrainllm/engine';
+import { WebGPUBackend, describeResult, runKernelChecks, summariseChecks } from '@posttrainllm/webgpu';
 import native from '../generated/native-tiny.json';
 import { kernelSource } from './kernels.js';
 

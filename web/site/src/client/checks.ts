@@ -1,5 +1,5 @@
 // /kernels: starts the checks worker and fills the tables as results arrive.
-import type { CaseResult } from '../../../webgpu/src/checks.js';
+import type { CaseResult } from '@posttrainllm/webgpu';
 
 type Msg =
   | { kind: 'engine' | 'gpu-none' | 'gpu-adapter' | 'error'; detail: string }

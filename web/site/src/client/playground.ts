@@ -1,6 +1,6 @@
 // The playground page: wires the controls to the training worker and draws what it reports.
 import presets from '../generated/presets.json';
-import { selectBuild, type Variant as BuildVariant } from '../../../src/engine/select.js';
+import { selectBuild, type Variant as BuildVariant } from '@posttrainllm/engine';
 import { Dashboard } from './charts.js';
 import { checkpointHistoryRows } from './runs.js';
 import { HfError, loadHfDataset, tinyShakespeare } from './corpus.js';
@@ -489,7 +489,7 @@ async function download(): Promise<void> {
 async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
   // The loss history in the checkpoint's header (read before the bytes go to the worker); a
   // checkpoint without one (older, or converted from elsewhere) opens with empty charts.
-  let history: [number, number | null, number | null][] = [];
+  let history: [number, number | null, number | null][];
   try {
     history = checkpointHistoryRows(bytes, name);
   } catch {

@@ -4,7 +4,7 @@
 // call runs, events {id, event, data}. Calls run one at a time in order, except "abort", which
 // stops the running call at its next step or token (what was done is kept). Training, sampling
 // and inspection all happen in the worker, so the page never blocks.
-import type { BuildInfo, EngineInfo, EvalMetrics, StepMetrics, TrainConfig } from '../../../src/engine/engine.js';
+import type { BuildInfo, EngineInfo, EvalMetrics, StepMetrics, TrainConfig } from '@posttrainllm/engine';
 
 export type Backend = 'webgpu' | 'wasm';
 export type Variant = 'simd-threads' | 'simd' | 'scalar';

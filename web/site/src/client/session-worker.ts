@@ -9,11 +9,16 @@
 //
 // A classic worker (astro.config.mjs sets Vite's worker format to iife), because the engine's
 // loader uses importScripts.
-import { Engine, EngineError, LoadedModule, loadModule } from '../../../src/engine/engine.js';
-import { WebGPUBackend, WebGPUTrainer, decodeSafeTensors, encodeSafeTensors } from '../../../webgpu/src/index.js';
-import { WebGPUGenerator } from '../../../webgpu/src/generate.js';
-import { WebGPUInspector } from '../../../webgpu/src/inspect.js';
-import type { Executor } from '../../../webgpu/src/executor.js';
+import { Engine, EngineError, LoadedModule, loadModule } from '@posttrainllm/engine';
+import {
+  type Executor,
+  WebGPUBackend,
+  WebGPUGenerator,
+  WebGPUInspector,
+  WebGPUTrainer,
+  decodeSafeTensors,
+  encodeSafeTensors,
+} from '@posttrainllm/webgpu';
 import type { Backend, InspectResult, Method, Methods, ModelSummary, Reply, RunSettings, RunState, WorkerEvent } from './protocol.js';
 import { kernelSource } from './kernels.js';
 import * as autosave from './autosave.js';
@@ -254,171 +259,174 @@ async function save(): Promise<number> {
 // ---------------------------------------------------------------------------------------------
 // The rest of the methods
 
-async function handle(id: number, method: Method, params: unknown, signal: AbortSignal): Promise<unknown> {
-  switch (method) {
-    case 'load': {
-      const p = params as Methods['load']['params'];
-      if (module) return module.build;
-      module = await loadModule({ variant: p.variant, buildDir: new URL('wasm/', base).href, poolSize: p.threads });
-      return module.build;
-    }
-    case 'create': {
-      const p = params as Methods['create']['params'];
-      const s = p.settings;
-      const next = await Engine.create(
-        { preset: p.preset, train: { batch: s.batch, steps: s.steps, lr: s.lr, schedule: s.schedule, seed: s.seed } },
-        needModule(),
-      );
-      replaceEngine(next);
-      if (corpus) await next.setCorpus(corpus.bytes);
-      state = { settings: { ...s }, preset: p.preset, backend, corpus: corpus?.info ?? { name: '', bytes: 0 }, steps: [], evals: [], samples: [] };
-      return summary();
-    }
-    case 'open': {
-      const p = params as Methods['open']['params'];
-      // Validate by loading into a fresh engine: a bad file leaves the current model untouched.
-      const next = await Engine.fromCheckpoint(p.bytes, needModule(), p.name);
-      replaceEngine(next);
-      if (corpus) await next.setCorpus(corpus.bytes);
-      const info = await next.info();
-      state = {
-        settings: { steps: Math.max(info.train.steps, info.step), batch: info.train.batch, lr: info.train.lr, schedule: info.train.schedule, seed: info.train.seed, evalEvery: 50, sampleEvery: 100, autosaveEvery: 50 },
-        preset: 'custom', backend, corpus: corpus?.info ?? { name: '', bytes: 0 }, steps: [], evals: [], samples: [],
-      };
-      return { ...(await summary()), state };
-    }
-    case 'setCorpus': {
-      const p = params as Methods['setCorpus']['params'];
-      if (engine) await engine.setCorpus(p.bytes);
-      corpus = { bytes: p.bytes, info: p.info };
-      corpusSaved = false;
-      if (state) state.corpus = p.info;
-      const info = engine ? await engine.info() : null;
-      // Without a model yet, the engine's split (engine/data.cpp): the last floor(10%) bytes validate.
-      const val = Math.floor(p.bytes.length * 0.1);
-      return info?.corpus ?? { train_bytes: p.bytes.length - val, val_bytes: val };
-    }
-    case 'setBackend': {
-      const p = params as Methods['setBackend']['params'];
-      if (p.backend !== backend) {
-        await syncFromGpu();
-        dropGpu();
-        backend = p.backend;
-        if (state) state.backend = backend;
-      }
-      return engine ? summary() : null;
-    }
-    case 'train':
-      return train(id, (params as Methods['train']['params']).settings, signal);
-    case 'generate': {
-      const p = params as Methods['generate']['params'];
-      if (backend === 'webgpu') return generateOnGpu(id, p, signal);
+// One handler per method of the protocol (protocol.ts: Methods), typed by it: each takes the call's
+// params (and the call's id and abort signal) and returns its result. "abort" never comes here:
+// the message listener answers it at once.
+interface Call {
+  id: number;
+  signal: AbortSignal;
+}
+type Handler<M extends Method> = (params: Methods[M]['params'], call: Call) => Promise<Methods[M]['result']>;
+
+const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
+  load: async (p) => {
+    if (module) return module.build;
+    module = await loadModule({ variant: p.variant, buildDir: new URL('wasm/', base).href, poolSize: p.threads });
+    return module.build;
+  },
+  create: async (p) => {
+    const s = p.settings;
+    const next = await Engine.create(
+      { preset: p.preset, train: { batch: s.batch, steps: s.steps, lr: s.lr, schedule: s.schedule, seed: s.seed } },
+      needModule(),
+    );
+    replaceEngine(next);
+    if (corpus) await next.setCorpus(corpus.bytes);
+    state = { settings: { ...s }, preset: p.preset, backend, corpus: corpus?.info ?? { name: '', bytes: 0 }, steps: [], evals: [], samples: [] };
+    return summary();
+  },
+  open: async (p) => {
+    // Validate by loading into a fresh engine: a bad file leaves the current model untouched.
+    const next = await Engine.fromCheckpoint(p.bytes, needModule(), p.name);
+    replaceEngine(next);
+    if (corpus) await next.setCorpus(corpus.bytes);
+    const info = await next.info();
+    state = {
+      settings: { steps: Math.max(info.train.steps, info.step), batch: info.train.batch, lr: info.train.lr, schedule: info.train.schedule, seed: info.train.seed, evalEvery: 50, sampleEvery: 100, autosaveEvery: 50 },
+      preset: 'custom', backend, corpus: corpus?.info ?? { name: '', bytes: 0 }, steps: [], evals: [], samples: [],
+    };
+    return { ...(await summary()), state };
+  },
+  setCorpus: async (p) => {
+    if (engine) await engine.setCorpus(p.bytes);
+    corpus = { bytes: p.bytes, info: p.info };
+    corpusSaved = false;
+    if (state) state.corpus = p.info;
+    const info = engine ? await engine.info() : null;
+    // Without a model yet, the engine's split (engine/data.cpp): the last floor(10%) bytes validate.
+    const val = Math.floor(p.bytes.length * 0.1);
+    return info?.corpus ?? { train_bytes: p.bytes.length - val, val_bytes: val };
+  },
+  setBackend: async (p) => {
+    if (p.backend !== backend) {
       await syncFromGpu();
-      const decoder = new TextDecoder('utf-8');
-      const t0 = performance.now();
-      let first = 0;
-      let n = 0;
-      const r = await needEngine().generate(p.prompt, {
-        maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, topP: p.topP, seed: p.seed, mode: 'polling', signal,
-        onToken: (tok) => {
-          if (n++ === 0) first = performance.now() - t0;
-          const text = decoder.decode(Uint8Array.of(tok), { stream: true });
-          if (text) post({ id, event: 'token', data: { text } });
-        },
-      }).catch((err: unknown) => {
-        if (signal.aborted) return null;
-        throw err;
-      });
-      const tail = decoder.decode();
-      if (tail) post({ id, event: 'token', data: { text: tail } });
-      return { text: r?.text ?? '', tokens: n, seconds: (performance.now() - t0) / 1000, firstTokenSeconds: first / 1000 };
-    }
-    case 'inspect': {
-      const p = params as Methods['inspect']['params'];
-      if (backend === 'webgpu') return inspectOnGpu(p.prompt);
-      await syncFromGpu();
-      return inspect(p.prompt);
-    }
-    case 'exportCheckpoint': {
-      await syncFromGpu();
-      return needEngine().exportCheckpoint({ optimizer: (params as Methods['exportCheckpoint']['params']).optimizer });
-    }
-    case 'restore': {
-      const saved = await autosave.read('autosave.json');
-      const ckpt = await autosave.read('autosave.tinygpt');
-      if (!saved || !ckpt) return null;
-      const { state: st } = JSON.parse(new TextDecoder().decode(saved)) as { state: RunState };
-      const next = await Engine.fromCheckpoint(ckpt, needModule(), 'autosave.tinygpt');
-      replaceEngine(next);
-      const c = await autosave.read('autosave-corpus.bin');
-      if (c) {
-        corpus = { bytes: c, info: st.corpus };
-        corpusSaved = true;
-        await next.setCorpus(c);
-      }
-      state = st;
-      // The checkpoint may be newer or older than the last metrics we wrote: keep what it holds.
-      const step = (await next.info()).step;
-      st.steps = st.steps.filter((m) => m.step <= step);
-      st.evals = st.evals.filter((m) => m.step <= step);
-      st.samples = st.samples.filter((m) => m.step <= step);
-      backend = st.backend;
-      return { ...(await summary()), state: st, corpus: c ?? null };
-    }
-    case 'clearAutosave':
-      await autosave.clear();
-      return null;
-    case 'shutdown':
-      // Parked pool threads wait in Atomics.wait, where a terminate() from the page only ends
-      // them after the browser's forcible-termination delay; joining them here lets the worker
-      // (and its nested pthread workers) close at once.
       dropGpu();
-      engine?.dispose();
-      engine = null;
-      ft?.base.dispose();
-      ft?.tuned.dispose();
-      ft = null;
-      if (module?.build.threads) module.setNumThreads(1);
-      setTimeout(() => scope.close(), 0); // after this reply is posted
-      return null;
-    case 'calibrate':
-      return calibrate();
-    case 'ftStart':
-      return ftStart(id, params as Methods['ftStart']['params'], signal);
-    case 'ftCompare': {
-      const p = params as Methods['ftCompare']['params'];
-      if (!ft) throw new EngineError('fine-tune a model first (or load an adapter)', 'worker');
-      const opts = { maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, seed: p.seed };
-      const base = await ft.base.generate(p.prompt, opts);
-      const tuned = await ft.tuned.generate(p.prompt, opts);
-      return { base: base.text, tuned: tuned.text };
+      backend = p.backend;
+      if (state) state.backend = backend;
     }
-    case 'ftExportAdapter':
-      if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
-      return ft.tuned.exportAdapter();
-    case 'ftExportModel':
-      if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
-      return ft.tuned.exportCheckpoint({ optimizer: false });
-    case 'ftLoadAdapter': {
-      const p = params as Methods['ftLoadAdapter']['params'];
-      // Onto the base the last fine-tuning started from (adapters name their base's sha256),
-      // else the current model. A refused adapter leaves the current pair as it was.
-      const baseBytes = ft?.baseBytes ?? (await currentWeights());
-      const tuned = await Engine.fromCheckpoint(baseBytes, needModule(), 'base.tinygpt');
-      try {
-        await tuned.loadAdapter(p.bytes, p.name);
-      } catch (e) {
-        tuned.dispose();
-        throw e;
-      }
-      const base = ft?.base ?? (await Engine.fromCheckpoint(baseBytes, needModule(), 'base.tinygpt'));
-      ft?.tuned.dispose();
-      ft = { base, tuned, baseBytes, data: ft?.data ?? null };
-      return ftSummary(null, null);
+    return engine ? summary() : null;
+  },
+  train: (p, { id, signal }) => train(id, p.settings, signal),
+  generate: async (p, { id, signal }) => {
+    if (backend === 'webgpu') return generateOnGpu(id, p, signal);
+    await syncFromGpu();
+    const decoder = new TextDecoder('utf-8');
+    const t0 = performance.now();
+    let first = 0;
+    let n = 0;
+    const r = await needEngine().generate(p.prompt, {
+      maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, topP: p.topP, seed: p.seed, mode: 'polling', signal,
+      onToken: (tok) => {
+        if (n++ === 0) first = performance.now() - t0;
+        const text = decoder.decode(Uint8Array.of(tok), { stream: true });
+        if (text) post({ id, event: 'token', data: { text } });
+      },
+    }).catch((err: unknown) => {
+      if (signal.aborted) return null;
+      throw err;
+    });
+    const tail = decoder.decode();
+    if (tail) post({ id, event: 'token', data: { text: tail } });
+    return { text: r?.text ?? '', tokens: n, seconds: (performance.now() - t0) / 1000, firstTokenSeconds: first / 1000 };
+  },
+  inspect: async (p) => {
+    if (backend === 'webgpu') return inspectOnGpu(p.prompt);
+    await syncFromGpu();
+    return inspect(p.prompt);
+  },
+  exportCheckpoint: async (p) => {
+    await syncFromGpu();
+    return needEngine().exportCheckpoint({ optimizer: p.optimizer });
+  },
+  restore: async () => {
+    const saved = await autosave.read('autosave.json');
+    const ckpt = await autosave.read('autosave.tinygpt');
+    if (!saved || !ckpt) return null;
+    const { state: st } = JSON.parse(new TextDecoder().decode(saved)) as { state: RunState };
+    const next = await Engine.fromCheckpoint(ckpt, needModule(), 'autosave.tinygpt');
+    replaceEngine(next);
+    const c = await autosave.read('autosave-corpus.bin');
+    if (c) {
+      corpus = { bytes: c, info: st.corpus };
+      corpusSaved = true;
+      await next.setCorpus(c);
     }
-    default:
-      throw new EngineError(`unknown method '${String(method)}'`, 'worker');
-  }
+    state = st;
+    // The checkpoint may be newer or older than the last metrics we wrote: keep what it holds.
+    const step = (await next.info()).step;
+    st.steps = st.steps.filter((m) => m.step <= step);
+    st.evals = st.evals.filter((m) => m.step <= step);
+    st.samples = st.samples.filter((m) => m.step <= step);
+    backend = st.backend;
+    return { ...(await summary()), state: st, corpus: c ?? null };
+  },
+  clearAutosave: async () => {
+    await autosave.clear();
+    return null;
+  },
+  shutdown: async () => {
+    // Parked pool threads wait in Atomics.wait, where a terminate() from the page only ends
+    // them after the browser's forcible-termination delay; joining them here lets the worker
+    // (and its nested pthread workers) close at once.
+    dropGpu();
+    engine?.dispose();
+    engine = null;
+    ft?.base.dispose();
+    ft?.tuned.dispose();
+    ft = null;
+    if (module?.build.threads) module.setNumThreads(1);
+    setTimeout(() => scope.close(), 0); // after this reply is posted
+    return null;
+  },
+  calibrate: () => calibrate(),
+  ftStart: (p, { id, signal }) => ftStart(id, p, signal),
+  ftCompare: async (p) => {
+    if (!ft) throw new EngineError('fine-tune a model first (or load an adapter)', 'worker');
+    const opts = { maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, seed: p.seed };
+    const base = await ft.base.generate(p.prompt, opts);
+    const tuned = await ft.tuned.generate(p.prompt, opts);
+    return { base: base.text, tuned: tuned.text };
+  },
+  ftExportAdapter: async () => {
+    if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
+    return ft.tuned.exportAdapter();
+  },
+  ftExportModel: async () => {
+    if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
+    return ft.tuned.exportCheckpoint({ optimizer: false });
+  },
+  ftLoadAdapter: async (p) => {
+    // Onto the base the last fine-tuning started from (adapters name their base's sha256),
+    // else the current model. A refused adapter leaves the current pair as it was.
+    const baseBytes = ft?.baseBytes ?? (await currentWeights());
+    const tuned = await Engine.fromCheckpoint(baseBytes, needModule(), 'base.tinygpt');
+    try {
+      await tuned.loadAdapter(p.bytes, p.name);
+    } catch (e) {
+      tuned.dispose();
+      throw e;
+    }
+    const base = ft?.base ?? (await Engine.fromCheckpoint(baseBytes, needModule(), 'base.tinygpt'));
+    ft?.tuned.dispose();
+    ft = { base, tuned, baseBytes, data: ft?.data ?? null };
+    return ftSummary(null, null);
+  },
+};
+
+async function handle(id: number, method: Method, params: unknown, signal: AbortSignal): Promise<unknown> {
+  if (method === 'abort' || !Object.hasOwn(handlers, method)) throw new EngineError(`unknown method '${String(method)}'`, 'worker');
+  const handler = handlers[method] as (params: unknown, call: Call) => Promise<unknown>;
+  return handler(params, { id, signal });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,7 +81,7 @@ export function detectCapabilities(): Capabilities {
   };
   const node = typeof g.process?.versions?.node === "string";
   const coi = g.crossOriginIsolated === true;
-  let shared = false;
+  let shared: boolean;
   try {
     shared =
       typeof g.SharedArrayBuffer === "function" &&

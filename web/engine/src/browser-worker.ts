@@ -4,7 +4,7 @@
 // importScripts, which module workers do not have. So bundle this file into one classic script,
 // e.g. (what tests/browser/run.sh does):
 //
-//   esbuild web/dist/engine/browser-worker.js --bundle --format=iife --platform=browser \
+//   esbuild web/engine/dist/browser-worker.js --bundle --format=iife --platform=browser \
 //     --external:node:* --outfile=engine-worker.js
 //
 // and start it with `new Worker("engine-worker.js")` (no {type: "module"}); then talk to it with
