@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Formats the code: clang-format for C++ (.clang-format), prettier for TypeScript and JavaScript
 # (web/), Ruff for Python (pyproject.toml, scripts/ruff.mjs). With --check it changes nothing and
-# fails if a file is not in its format (scripts/test.sh runs this first).
+# fails if a file is not in its format or the linters (eslint, Ruff) find a problem (CI runs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=0
@@ -22,6 +22,7 @@ if ((check)); then
     status=1
   fi
   npm --prefix web run --silent format:check || status=1
+  npm --prefix web run --silent lint || status=1
   node scripts/ruff.mjs || status=1
 else
   clang-format -i "${cpp[@]}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test: the format check, the C++ suite (GoogleTest through CTest), the PyTorch parity suite,
+# Every test: the format and lint check, the C++ suite (GoogleTest through CTest), the PyTorch parity suite,
 # the WebAssembly build in Node and in headless Chromium, the playground site in headless Chromium,
 # and the WebGPU backend in Node on SwiftShader. The fast stages run first; each prints its time.
 set -euo pipefail
@@ -20,7 +20,7 @@ stage() {  # stage "name" command...: runs the command, prints and records its w
 }
 
 stage "Set-up and build (scripts/setup.sh)" scripts/setup.sh
-stage "Format check (clang-format, prettier, Ruff)" scripts/format.sh --check
+stage "Format and lint check (clang-format, prettier, eslint, Ruff)" scripts/format.sh --check
 stage "C++ tests (ctest)" ctest --test-dir build --output-on-failure -j "$(nproc)"
 # Debian's torch lives in /usr/bin/python3, not in whatever python3 comes first on PATH.
 stage "PyTorch reference and parity tests (pytest)" /usr/bin/python3 -m pytest tests/python -q
