@@ -136,6 +136,33 @@ def ab_table(vs, threads):
               f"{', '.join(f'{x:.1f}' for x in r['ptl_runs'])} | {', '.join(f'{x:.1f}' for x in r['pytorch_runs'])} |")
 
 
+def matmul_summary(d):
+    """Per preset, the products' ratios to OpenBLAS (median of the rounds per product) at 1 and 2
+    threads: their median and the lowest; then the 2048^3 products."""
+    med = {t: matmul_medians(rows(d / "cpu_matmul_vs_openblas.jsonl", t)) for t in (1, 2)}
+    presets = [p for p in ORDER if any(k[0] == p for t in med for k in med[t])]
+    if not presets:
+        return
+    print("\n#### Matrix products against OpenBLAS sgemm, per preset (ratio = ptl GFLOP/s / OpenBLAS GFLOP/s)\n")
+    print("| preset | products | 1 thread: median | 1 thread: lowest | 2 threads: median | 2 threads: lowest |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    cell = lambda xs, f: f"{f(xs):.2f}" if xs else "-"
+    for p in presets:
+        x1 = [v for k, v in med[1].items() if k[0] == p]
+        x2 = [v for k, v in med[2].items() if k[0] == p]
+        print(f"| {p} | {max(len(x1), len(x2))} | {cell(x1, statistics.median)} | {cell(x1, min)} | "
+              f"{cell(x2, statistics.median)} | {cell(x2, min)} |")
+    for t in (1, 2):
+        sq = {}
+        for r in rows(d / "cpu_matmul_vs_openblas.jsonl", t):
+            if r["layer"] == "square2048":
+                sq.setdefault(r["product"], []).append(r)
+        if sq:
+            print(f"\n2048³ at {t} thread(s), ptl / OpenBLAS GFLOP/s (median of the rounds): " + ", ".join(
+                f"{k} {statistics.median(x['ptl_gflops'] for x in g):.0f} / "
+                f"{statistics.median(x['openblas_gflops'] for x in g):.0f}" for k, g in sq.items()) + ".")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", nargs="?", default="bench/results",
@@ -197,6 +224,7 @@ def main():
                      if 'base_rss_mib' in r else "- | - |"))
 
 
+    matmul_summary(d)
     for t in (1, 2):
         mm = rows(d / "cpu_matmul_vs_openblas.jsonl", t)
         if not mm:
