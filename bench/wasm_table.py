@@ -51,8 +51,28 @@ def ratio(a, b):
     return a / b if a and b else None
 
 
+def compact(rows):
+    """ms/step per preset and environment: one column per build, then native128 and native at the
+    single-thread builds' and the threaded build's thread counts."""
+    builds = [b for b in BUILD_ORDER if any(r["build"] == b for r in rows)]
+    nt = max((r.get("threads") or 1) for r in rows)
+    head = [f"{b} ({nt} threads)" if b == "simd-threads" else b for b in builds]
+    out = ["| preset | env | " + " | ".join(head) + f" | native128, 1 / {nt} threads | native, 1 / {nt} threads |",
+           "| --- | --- |" + " ---: |" * (len(builds) + 2)]
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["preset"], r.get("env", "node")), {})[r["build"]] = r
+    for (preset, env), g in groups.items():
+        one = next((g[b] for b in ("simd", "scalar", "memory64") if b in g), None)
+        many = g.get("simd-threads")
+        nat = lambda key: " / ".join(fmt(x.get(key)) if x else "–" for x in (one, many))
+        out.append(f"| {preset} | {env} | " + " | ".join(fmt(g[b]["ms_per_step"]) if b in g else "–" for b in builds)
+                   + f" | {nat('native128_ms_per_step')} | {nat('native_ms_per_step')} |")
+    return "\n".join(out)
+
+
 def tables(rows):
-    out = []
+    out = ["ms per training step (median of the rounds):", "", compact(rows), "", "Every measurement:", ""]
     out.append("| preset | env | build | threads | ms/step | tokens/s | native ms/step | native128 ms/step | speed vs native128 | speed vs native | ms/step per round |")
     out.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
