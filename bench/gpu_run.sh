@@ -133,7 +133,7 @@ if [[ $mode == matmul3 ]]; then
   (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"
   timeout 40 node bench/webgpu_bench.mjs --presets xl --matmul 4096 --layouts fwd,dx,dW --train 0 --warm-s 0.3 --min-ms 200 --tiled auto --tag auto_norobust --dawn 'enable-dawn-features=allow_unsafe_apis,disable_robustness,disable_workgroup_init' >> "$out/webgpu_4096.jsonl" 2>> "$out/stderr.log"
   cat "$out/webgpu_4096.jsonl" "$out/webgpu_presets.jsonl" > "$out/webgpu_all.jsonl"
-  { header webgpu_matmul --peer "$peer"
+  [[ -s $out/webgpu_all.jsonl ]] && { header webgpu_matmul --peer "$peer"
     python3 bench/gpu_merge.py --webgpu "$out/webgpu_all.jsonl" --torch "$out/torch.jsonl"; } > "$results/webgpu_matmul_$card.jsonl" 2>> "$out/stderr.log"
   rm "$out/webgpu_all.jsonl"
   exit 0
@@ -145,7 +145,8 @@ if [[ $mode == layernorm ]]; then
   timeout ${LN_S:-200} node bench/webgpu_bench.mjs --matmul none --train 0 --layernorm "$LN" --ln-variants subgroup,workgroup \
     --repeat ${LN_REPEAT:-3} --warm-s ${LN_WARM:-0.3} --min-ms ${LN_MIN_MS:-200} > "$out/webgpu_layernorm.jsonl" 2>> "$out/stderr.log"
   echo "layernorm bench rc=$?" >> "$out/env.txt"
-  { header webgpu_layernorm; cat "$out/webgpu_layernorm.jsonl"; } > "$results/webgpu_layernorm_$card.jsonl"
+  # A results file only from a run that measured something (a failed stage leaves its log in raw/).
+  [[ -s $out/webgpu_layernorm.jsonl ]] && { header webgpu_layernorm; cat "$out/webgpu_layernorm.jsonl"; } > "$results/webgpu_layernorm_$card.jsonl"
   if [[ ${TESTS:-1} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
   exit 0
 fi
