@@ -3,8 +3,8 @@
 // once per kc chunk) with the engine's own micro-kernel (gemm::gemm_panel), timed against the
 // engine's linear_forward and OpenBLAS sgemm at 1 thread, medians of 9 alternated repetitions.
 // It asks whether the loop order alone, with our 12 x 32 tile, closes the gap to OpenBLAS on the
-// products over the most data (docs/performance.md, "What is left"). Session 10 added three
-// other blockings around the same micro-kernel, so that one run compares them all:
+// products over the most data. Three other blockings around the same micro-kernel are here too,
+// so that one run compares them all:
 //   "strips"  every tile over all of p, as linear_forward, but each 384-row block of x first
 //             copied into 12-row strips [K][12], so a tile reads one sequential stream of A
 //             instead of 12 rows a row of x apart;

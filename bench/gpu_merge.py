@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Puts the H200 benchmark's three sides next to each other (bench/gpu_run.sh runs it).
+"""Puts the GPU benchmark's three sides next to each other (bench/gpu_run.sh runs it).
 
     python3 bench/gpu_merge.py --webgpu webgpu.jsonl --torch torch.jsonl [--wasm wasm.jsonl] > merged.jsonl
 

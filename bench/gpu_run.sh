@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# The H200 benchmark of record in one command on the GPU machine: WebGPU (Dawn, Node) matmuls
+# The GPU benchmarks of record in one command on the GPU machine: WebGPU (Dawn, Node) matmuls
 # and training steps, the PyTorch CUDA peer (cuBLAS fp32, TF32 off; python_ref's model, eager) and
 # the WebAssembly SIMD+threads build on the machine's CPU cores, then bench/gpu_merge.py puts
 # them side by side (JSON lines with ratio / speedup fields).
 #
-#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full OUTDIR
-# (gpu + wasm = full, in two commands; then: python3 bench/gpu_merge.py --webgpu webgpu.jsonl --torch torch.jsonl --wasm wasm.jsonl)
+#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full [OUTDIR]
+# Results (bench/header.py's line first, <card> from nvidia-smi's name: h200, h100, ...):
+#   full: OUTDIR/webgpu_vs_cuda_<card>.jsonl   matmul3: OUTDIR/webgpu_matmul_<card>.jsonl
+#   layernorm: OUTDIR/webgpu_layernorm_<card>.jsonl; every stage's raw output in OUTDIR/raw/.
+# OUTDIR defaults to bench/results (raw/ there is ignored by git); on a machine whose files come
+# back from one folder, give that folder and copy the results file into bench/results/.
 #
-# Needs (see docs/performance.md, "WebGPU on an H200"): .gpu/ from shared/tools/gpu-webgpu-pack
-# (Node, Dawn, the Vulkan loader) with the static ptl in .gpu/bin and tinyshakespeare.txt in
-# .gpu/data, web/webgpu/dist and web/engine/dist (npm --prefix web run build: the WebGPU backend
-# and the WASM engine's TypeScript) and build-wasm/simd-threads (wasm/build.sh simd-threads);
-# carry [".gpu", "web/webgpu/dist", "web/engine/dist", "build-wasm/simd-threads"].
+# Needs (docs/performance.md, "Running the GPU benchmark"): .gpu/ made by bench/gpu_pack.sh (Node,
+# Dawn, the Vulkan loader, the static ptl in .gpu/bin, tinyshakespeare.txt in .gpu/data),
+# web/webgpu/dist, and for full / wasm web/engine/dist and build-wasm/simd-threads; carry [".gpu",
+# "web/webgpu/dist", "web/engine/dist", "build-wasm/simd-threads"].
 #   sweep: the kernel tests on the real driver, matmul variants (tile 64, 128 with BK 8 / 16,
 #          auto, auto without Dawn's robustness checks) at 5 presets' shapes and 4096^3, cuBLAS
 #          at the same shapes, smoke runs of the PyTorch and WASM step benchmarks.
@@ -31,31 +34,41 @@
 # Not -e: a stage that fails (a timeout, a crashed benchmark) is logged and the next one still runs,
 # so that one run of the machine's time brings back every figure it could.
 set -uo pipefail
-usage() { sed -n '7,8p;15,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '7,17p;18,33p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in
   sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full) ;;
   -h|--help) usage; exit 0 ;;
   *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm or full), got '${1:-}'" >&2; exit 2 ;;
 esac
 mode=$1
-[[ -n "${2:-}" ]] || { echo "bench/gpu_run.sh: the second argument is the output folder" >&2; exit 2; }
+(($# <= 2)) || { echo "bench/gpu_run.sh: two arguments at most (the mode and the output folder)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 root=$PWD
-out=$2
-mkdir -p "$out"
-out=$(cd "$out" && pwd)  # a relative OUTDIR is taken from the repository root, where the stages run
+results=${2:-bench/results}
+mkdir -p "$results/raw"
+results=$(cd "$results" && pwd)  # a relative OUTDIR is taken from the repository root, where the stages run
+out=$results/raw
 if [[ ${LOCAL:-0} != 1 ]]; then
   # This replaces web/node_modules/webgpu and installs the Vulkan loader: the GPU machine only.
-  [[ -d .gpu ]] || { echo "bench/gpu_run.sh: no .gpu/ here (made by ../shared/tools/gpu-webgpu-pack for the GPU machine; LOCAL=1 runs with this machine's node)" >&2; exit 1; }
-  # Node, Dawn and the Vulkan loader from .gpu (shared/tools/gpu-webgpu-pack's prefix).
+  [[ -d .gpu ]] || { echo "bench/gpu_run.sh: no .gpu/ here (made by bench/gpu_pack.sh for the GPU machine; LOCAL=1 runs with this machine's node)" >&2; exit 1; }
+  # Node, Dawn and the Vulkan loader from .gpu (bench/gpu_pack.sh).
   for f in .gpu/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
   mkdir -p /tmp/n; xz -dc .gpu/node.xz > /tmp/n/node; chmod +x /tmp/n/node; export PATH=/tmp/n:$PATH
   nm=web/node_modules; mkdir -p $nm; rm -rf $nm/webgpu; cp -r .gpu/webgpu $nm/webgpu
   xz -dc .gpu/dawn.node.xz > $nm/webgpu/dist/linux-x64/dawn.node
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_RUNTIME_DIR=/tmp
   export PTL_WEBGPU_NATIVE=1 PTL_BUILD_DIR=$root/.gpu/bin PTL_DATA_DIR=$root/.gpu/data PYTHONUNBUFFERED=1
+  # The engine's version, written by bench/gpu_pack.sh (the copy here may have no .git).
+  [[ -s .gpu/engine-version ]] && export PTL_ENGINE_VERSION="$(cat .gpu/engine-version)"
 fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; nproc; lscpu | grep 'Model name'; python3 -c 'import torch; print("torch", torch.__version__)'; node --version; } > "$out/env.txt" 2>&1
+# The results files are named after the card that produced them.
+card=$(python3 bench/header.py --card-slug 2>/dev/null || echo local)
+torch_version=$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?')
+header() {  # header BENCHMARK [header.py options]: the first line of a results file
+  python3 bench/header.py "$1" --gpu --ptl .gpu/bin/ptl --command "bench/gpu_run.sh $mode" "${@:2}"
+}
+peer="PyTorch $torch_version, CUDA fp32, TF32 off (cuBLAS)"
 wb() { node bench/webgpu_bench.mjs --ptl .gpu/bin/ptl "$@"; }
 if [[ $mode == sweep ]]; then
   (cd web/webgpu && timeout 120 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"
@@ -120,7 +133,8 @@ if [[ $mode == matmul3 ]]; then
   (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"
   timeout 40 node bench/webgpu_bench.mjs --presets xl --matmul 4096 --layouts fwd,dx,dW --train 0 --warm-s 0.3 --min-ms 200 --tiled auto --tag auto_norobust --dawn 'enable-dawn-features=allow_unsafe_apis,disable_robustness,disable_workgroup_init' >> "$out/webgpu_4096.jsonl" 2>> "$out/stderr.log"
   cat "$out/webgpu_4096.jsonl" "$out/webgpu_presets.jsonl" > "$out/webgpu_all.jsonl"
-  python3 bench/gpu_merge.py --webgpu "$out/webgpu_all.jsonl" --torch "$out/torch.jsonl" > "$out/merged.jsonl" 2>> "$out/stderr.log"
+  [[ -s $out/webgpu_all.jsonl ]] && { header webgpu_matmul --peer "$peer"
+    python3 bench/gpu_merge.py --webgpu "$out/webgpu_all.jsonl" --torch "$out/torch.jsonl"; } > "$results/webgpu_matmul_$card.jsonl" 2>> "$out/stderr.log"
   rm "$out/webgpu_all.jsonl"
   exit 0
 fi
@@ -131,6 +145,8 @@ if [[ $mode == layernorm ]]; then
   timeout ${LN_S:-200} node bench/webgpu_bench.mjs --matmul none --train 0 --layernorm "$LN" --ln-variants subgroup,workgroup \
     --repeat ${LN_REPEAT:-3} --warm-s ${LN_WARM:-0.3} --min-ms ${LN_MIN_MS:-200} > "$out/webgpu_layernorm.jsonl" 2>> "$out/stderr.log"
   echo "layernorm bench rc=$?" >> "$out/env.txt"
+  # A results file only from a run that measured something (a failed stage leaves its log in raw/).
+  [[ -s $out/webgpu_layernorm.jsonl ]] && { header webgpu_layernorm; cat "$out/webgpu_layernorm.jsonl"; } > "$results/webgpu_layernorm_$card.jsonl"
   if [[ ${TESTS:-1} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
   exit 0
 fi
@@ -153,5 +169,9 @@ if [[ $mode == full || $mode == wasm ]]; then
   timeout ${WASM_S:-230} node --no-experimental-fetch bench/wasm_steps.mjs --presets ${WASM_PRESETS:-$P} \
     --steps 10 --budget-s ${WASM_BUDGET:-25} --total-s $(( ${WASM_S:-230} - 15 )) > "$out/wasm.jsonl" 2>> "$out/stderr.log"
 fi
-[[ -s $out/webgpu.jsonl && -s $out/torch.jsonl ]] && python3 bench/gpu_merge.py --webgpu "$out/webgpu.jsonl" --torch "$out/torch.jsonl" --wasm "$out/wasm.jsonl" > "$out/h200-webgpu.jsonl" 2>> "$out/stderr.log"
+if [[ -s $out/webgpu.jsonl && -s $out/torch.jsonl ]]; then
+  { header webgpu_vs_cuda --peer "$peer; the WebAssembly SIMD+threads build on the $(nproc) cores"
+    python3 bench/gpu_merge.py --webgpu "$out/webgpu.jsonl" --torch "$out/torch.jsonl" --wasm "$out/wasm.jsonl"
+  } > "$results/webgpu_vs_cuda_$card.jsonl" 2>> "$out/stderr.log"
+fi
 exit 0

@@ -2,12 +2,12 @@
 // between two buffers far larger than the caches, back and forth, until it gets SIGTERM, then
 // prints the bandwidth it moved on stderr.
 //
-// On this shared 2-core machine the host's other tenants seem to take memory and L3 bandwidth
+// On a shared machine the host's other tenants can take memory and L3 bandwidth
 // at times, with little to show for it inside the VM (a few % of steal time, the cores' FMA
 // throughput unchanged), and the products that move more bytes per multiply-add then slow down
 // more than their peers. Running this on the second core while a 1-thread benchmark runs on the
-// first approximates that state on demand: in session 9 it brought the 2048^3 products from
-// 0.85-0.91 to 0.74-0.76 of OpenBLAS in one of three tries (docs/performance.md).
+// first approximates that state on demand: on a 2-core Zen 5 it brought the 2048^3 products from
+// 0.85-0.91 to 0.74-0.76 of OpenBLAS in one of three tries.
 #include <atomic>
 #include <chrono>
 #include <csignal>

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""Plots bench/cpu_vs_pytorch's JSON lines: ms/step of ptl and PyTorch per preset, and the speedup.
+"""Plots bench/cpu_vs_pytorch's JSON lines: ms/step of ptl and PyTorch per preset at one thread
+count, with the speedup; a second panel shows ptl's 1 -> 2 thread speedup from `ptl bench --json`.
 
-    /usr/bin/python3 bench/plot.py docs/bench/cpu_vs_pytorch.jsonl [--out docs/img/cpu_vs_pytorch.svg]
-                                    [--scaling docs/bench/ptl_threads.jsonl]
+    /usr/bin/python3 bench/plot.py [bench/results/cpu_vs_pytorch.jsonl] [--threads 2]
+                                   [--scaling bench/results/cpu_threads.jsonl | --scaling none]
+                                   [--out docs/img/cpu_vs_pytorch.svg]
 
-Needs matplotlib (Debian: apt-get install python3-matplotlib). With --scaling (lines of
-`ptl bench --json` at 1 and 2 threads) a second panel shows the 1 -> 2 thread speedup.
+Needs matplotlib (Debian: apt-get install python3-matplotlib). Header lines ("kind": "header",
+bench/header.py) are skipped.
 """
 import argparse
 import json
@@ -23,26 +25,34 @@ except ImportError:
 
 def read_jsonl(path):
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip().startswith("{")]
+        rows = [json.loads(line) for line in f if line.strip().startswith("{")]
+    return [r for r in rows if r.get("kind") != "header"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results", help="JSON lines of bench/cpu_vs_pytorch")
-    ap.add_argument("--scaling", help="JSON lines of ptl bench --json at several thread counts")
+    ap.add_argument("results", nargs="?", default="bench/results/cpu_vs_pytorch.jsonl",
+                    help="JSON lines of bench/cpu_vs_pytorch (default bench/results/cpu_vs_pytorch.jsonl)")
+    ap.add_argument("--threads", type=int, default=2, help="the thread count of the first panel (default 2)")
+    ap.add_argument("--scaling", default="bench/results/cpu_threads.jsonl",
+                    help="JSON lines of ptl bench --json at 1 and 2 threads ('none': one panel)")
     ap.add_argument("--out", default="docs/img/cpu_vs_pytorch.svg")
     args = ap.parse_args()
     if plt is None:
         raise SystemExit("plot.py needs matplotlib: apt-get install python3-matplotlib")
 
-    rows = read_jsonl(args.results)
+    if args.scaling == "none":
+        args.scaling = None
+    rows = [r for r in read_jsonl(args.results) if r.get("threads", args.threads) == args.threads]
+    if not rows:
+        raise SystemExit(f"plot.py: no lines at {args.threads} threads in {args.results}")
     presets = [r["preset"] for r in rows]
     panels = 2 if args.scaling else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2))
     ax = axes[0] if panels > 1 else axes
     x = range(len(rows))
     w = 0.38
-    ax.bar([i - w / 2 for i in x], [r["ptl_ms_per_step"] for r in rows], w, label="ptl (this engine)")
+    ax.bar([i - w / 2 for i in x], [r["ptl_ms_per_step"] for r in rows], w, label="ptl")
     ax.bar([i + w / 2 for i in x], [r["pytorch_ms_per_step"] for r in rows], w,
            label="PyTorch 1.13 + OpenBLAS (SkylakeX)")
     for i, r in enumerate(rows):
@@ -74,7 +84,7 @@ def main():
         ax2.set_xticks(range(len(names)))
         ax2.set_xticklabels(names)
         ax2.set_ylabel("speedup 1 -> 2 threads")
-        ax2.set_title("ptl 1 -> 2 threads (best runs; a busy machine: see docs)")
+        ax2.set_title("ptl 1 -> 2 threads (best runs)")
     fig.tight_layout()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out)

@@ -1,28 +1,39 @@
 #!/usr/bin/python3
-"""Prints the result tables of docs/performance.md from the JSON lines in docs/bench/, and first
-a verdict on each target of issue 3 (the fast CPU backend) from the same figures.
+"""Prints the CPU result tables from the JSON lines bench/run_all.sh wrote (bench/results/ by
+default), and first a verdict on each target of issue 3 (the fast CPU backend) from the same figures.
 
-    /usr/bin/python3 bench/table.py [docs/bench] [--peak GFLOP/s]
+    /usr/bin/python3 bench/table.py [bench/results] [--peak GFLOP/s]
 
-Files read (each optional): cpu_vs_pytorch_1t.jsonl, cpu_vs_pytorch_2t.jsonl (bench/cpu_vs_pytorch),
-ptl_threads.jsonl and ptl_threads_quiet.jsonl (ptl bench --json at 1 and 2 threads),
-matmul_vs_openblas_1t.jsonl / _2t.jsonl (bench/matmul_vs_openblas).
+Files read (each optional): cpu_vs_pytorch.jsonl (bench/cpu_vs_pytorch at 1 and 2 threads),
+cpu_threads.jsonl (ptl bench --json at 1 and 2 threads), cpu_matmul_vs_openblas.jsonl
+(bench/matmul_vs_openblas at 1 and 2 threads). Each file's first line is bench/header.py's
+(machine, engine, command); the figures follow.
 """
 import argparse
 import json
 import statistics
 from pathlib import Path
 
-# PyTorch, 2 threads, OpenBLAS SkylakeX, measured earlier on a quiet machine (shared/notes/toolchain.md).
+# PyTorch, 2 threads, OpenBLAS SkylakeX: the fixed figures of issue 3, measured on a quiet Zen 5.
 QUIET_PYTORCH_2T = {"small": 24, "medium": 64, "large": 159, "xl": 185, "huge": 634}
+FILES = ("cpu_vs_pytorch.jsonl", "cpu_threads.jsonl", "cpu_matmul_vs_openblas.jsonl")
 ORDER = ["tiny", "small", "medium", "large", "xl", "huge", "massive", "mega", "behemoth"]
 
 
-def rows(path):
+def lines(path):
     p = Path(path)
     if not p.exists():
         return []
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip().startswith("{")]
+
+
+def rows(path, threads=None):
+    """The figures of a results file (its header left out), those of one thread count if given."""
+    return [r for r in lines(path) if r.get("kind") != "header" and (threads is None or r.get("threads") == threads)]
+
+
+def header(path):
+    return next((r for r in lines(path) if r.get("kind") == "header"), None)
 
 
 def best(rs, preset, threads, key="ms_per_step"):
@@ -53,9 +64,9 @@ def targets(d):
     are read against PyTorch in the same run (the ratio of the medians, as in the tables, with
     the ratios of the A/B rounds beside it: a noisy host can move the two sides apart) and
     against the issue's fixed figures (QUIET_PYTORCH_2T, a Zen 5's)."""
-    ab2 = rows(d / "cpu_vs_pytorch_2t.jsonl")
-    pt = rows(d / "ptl_threads.jsonl")
-    mm1, mm2 = rows(d / "matmul_vs_openblas_1t.jsonl"), rows(d / "matmul_vs_openblas_2t.jsonl")
+    ab2 = rows(d / "cpu_vs_pytorch.jsonl", 2)
+    pt = rows(d / "cpu_threads.jsonl")
+    mm1, mm2 = rows(d / "cpu_matmul_vs_openblas.jsonl", 1), rows(d / "cpu_matmul_vs_openblas.jsonl", 2)
     if not (ab2 or pt or mm1):
         return
     out = []
@@ -105,11 +116,9 @@ def targets(d):
     if mem:
         out.append(("peak memory within 1.3x of what is needed (peak RSS - RSS before the model)",
                     ", ".join(f"{p} {x:.2f}x" for p, x in mem), verdict(all(x <= 1.3 for _, x in mem))))
-    machine = d / "machine.txt"
-    cpu = [line.split(":", 1)[1].strip() for line in machine.read_text().splitlines()
-           if line.startswith(("cpu family", "model\t"))] if machine.exists() else []
-    print(f"\n#### Targets of issue 3 ({d}" + (f"; cpu family {cpu[0]}, model {cpu[1]}" if len(cpu) == 2 else "")
-          + "; figures of record come from a Zen 5, cpu family 26)\n")
+    h = next((header(d / f) for f in FILES if header(d / f)), None)
+    machine = h["machine"]["cpu"] if h else "machine not recorded"
+    print(f"\n#### Targets of issue 3 ({machine}; the issue's fixed figures come from a Zen 5, cpu family 26)\n")
     print("| target | figures | |")
     print("| --- | --- | --- |")
     for target, figs, v in out:
@@ -119,7 +128,7 @@ def targets(d):
 def ab_table(vs, threads):
     if not vs:
         return
-    print(f"\n#### ptl against PyTorch, {threads} thread(s), same run (A B, B A), cpu_vs_pytorch_{threads}t.jsonl\n")
+    print(f"\n#### ptl against PyTorch, {threads} thread(s), same run (A B, B A)\n")
     print("| preset | ptl ms/step | PyTorch ms/step | speedup | ptl runs | PyTorch runs |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in vs:
@@ -127,39 +136,67 @@ def ab_table(vs, threads):
               f"{', '.join(f'{x:.1f}' for x in r['ptl_runs'])} | {', '.join(f'{x:.1f}' for x in r['pytorch_runs'])} |")
 
 
+def matmul_summary(d):
+    """Per preset, the products' ratios to OpenBLAS (median of the rounds per product) at 1 and 2
+    threads: their median and the lowest; then the 2048^3 products."""
+    med = {t: matmul_medians(rows(d / "cpu_matmul_vs_openblas.jsonl", t)) for t in (1, 2)}
+    presets = [p for p in ORDER if any(k[0] == p for t in med for k in med[t])]
+    if not presets:
+        return
+    print("\n#### Matrix products against OpenBLAS sgemm, per preset (ratio = ptl GFLOP/s / OpenBLAS GFLOP/s)\n")
+    print("| preset | products | 1 thread: median | 1 thread: lowest | 2 threads: median | 2 threads: lowest |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    cell = lambda xs, f: f"{f(xs):.2f}" if xs else "-"
+    for p in presets:
+        x1 = [v for k, v in med[1].items() if k[0] == p]
+        x2 = [v for k, v in med[2].items() if k[0] == p]
+        print(f"| {p} | {max(len(x1), len(x2))} | {cell(x1, statistics.median)} | {cell(x1, min)} | "
+              f"{cell(x2, statistics.median)} | {cell(x2, min)} |")
+    for t in (1, 2):
+        sq = {}
+        for r in rows(d / "cpu_matmul_vs_openblas.jsonl", t):
+            if r["layer"] == "square2048":
+                sq.setdefault(r["product"], []).append(r)
+        if sq:
+            print(f"\n2048³ at {t} thread(s), ptl / OpenBLAS GFLOP/s (median of the rounds): " + ", ".join(
+                f"{k} {statistics.median(x['ptl_gflops'] for x in g):.0f} / "
+                f"{statistics.median(x['openblas_gflops'] for x in g):.0f}" for k, g in sq.items()) + ".")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dir", nargs="?", default="docs/bench", help="a folder bench/run_all.sh wrote (default docs/bench)")
+    ap.add_argument("dir", nargs="?", default="bench/results",
+                    help="a folder bench/run_all.sh wrote (default bench/results)")
     ap.add_argument("--peak", type=float, help="1-thread sgemm peak (GFLOP/s) for MFU (default: the one the run "
-                    "measured, ptl_threads.jsonl's peak_gflops)")
+                    "measured, cpu_threads.jsonl's peak_gflops)")
     args = ap.parse_args()
     d = Path(args.dir)
-    if not any((d / f).exists() for f in ("ptl_threads.jsonl", "cpu_vs_pytorch_2t.jsonl", "matmul_vs_openblas_1t.jsonl")):
-        raise SystemExit(f"bench/table.py: {d} holds no benchmark files (ptl_threads.jsonl, cpu_vs_pytorch_2t.jsonl, "
-                         "matmul_vs_openblas_1t.jsonl ...); give the folder bench/run_all.sh wrote")
+    if not any((d / f).exists() for f in FILES):
+        raise SystemExit(f"bench/table.py: {d} holds no benchmark files ({', '.join(FILES)}); "
+                         "give the folder bench/run_all.sh wrote")
     if args.peak is None:
         # bench/run_all.sh measures the 1-thread 2048^3 product (best of three) and hands it to
         # every ptl bench of the run; the CPU decides it (Zen 5 about 180-200, Zen 4 about 100).
-        args.peak = max((r["peak_gflops"] for r in rows(d / "ptl_threads.jsonl") if r["threads"] == 1 and "peak_gflops" in r),
+        args.peak = max((r["peak_gflops"] for r in rows(d / "cpu_threads.jsonl") if r["threads"] == 1 and "peak_gflops" in r),
                         default=182.0)
 
     targets(d)
-    ab_table(rows(d / "cpu_vs_pytorch_1t.jsonl"), 1)
-    ab_table(rows(d / "cpu_vs_pytorch_2t.jsonl"), 2)
+    ab_table(rows(d / "cpu_vs_pytorch.jsonl", 1), 1)
+    ab_table(rows(d / "cpu_vs_pytorch.jsonl", 2), 2)
 
-    pt = rows(d / "ptl_threads.jsonl")
+    pt = rows(d / "cpu_threads.jsonl")
     presets = [p for p in ORDER if any(r["preset"] == p for r in pt)]
-    ab2 = rows(d / "cpu_vs_pytorch_2t.jsonl")
+    ab2 = rows(d / "cpu_vs_pytorch.jsonl", 2)
     # The 2-thread peak: OpenBLAS's 2048^3 sgemm measured by bench/matmul_vs_openblas --threads 2.
-    sq = [r for r in rows(d / "matmul_vs_openblas_2t.jsonl") if r["layer"] == "square2048"]
+    sq = [r for r in rows(d / "cpu_matmul_vs_openblas.jsonl", 2) if r["layer"] == "square2048"]
     peak2 = max(r["openblas_gflops"] for r in sq) if sq else None
     if pt:
-        print("\n#### ptl per preset (ptl bench), ptl_threads.jsonl\n")
+        print("\n#### ptl per preset (ptl bench)\n")
         print(f"1 thread: GFLOP/s and MFU from the CPU time per step, MFU against {args.peak:.0f} GFLOP/s (our 2048³ "
               "matmul, 1 thread). 2 threads: from the best wall time, MFU against "
-              + (f"{peak2:.0f} GFLOP/s, OpenBLAS's 2048³ sgemm on 2 threads (matmul_vs_openblas_2t.jsonl). "
-                 "The 2-thread time is the best `ptl bench` median of ptl_threads.jsonl and of the ptl runs of "
-                 "cpu_vs_pytorch_2t.jsonl. 1 -> 2 compares it with the lower of the 1-thread wall and CPU times." if peak2 else "-") + "\n")
+              + (f"{peak2:.0f} GFLOP/s, OpenBLAS's 2048³ sgemm on 2 threads in the same run. "
+                 "The 2-thread time is the best of the `ptl bench` medians and of the ptl runs against "
+                 "PyTorch at 2 threads. 1 -> 2 compares it with the lower of the 1-thread wall and CPU times." if peak2 else "-") + "\n")
         print("| preset | params | tokens/step | GFLOP/step | 1 thread: best wall ms | 1 thread: CPU ms/step | GFLOP/s | "
               "MFU | 2 threads: best wall ms | GFLOP/s | MFU | 1 -> 2 | PyTorch 2 threads, quiet machine (earlier) | "
               "ptl 2 threads vs that |")
@@ -186,23 +223,13 @@ def main():
                   + (f"{r['base_rss_mib']:.1f} | {(r['peak_rss_mib'] - r['base_rss_mib']) / r['needed_mib']:.2f} |"
                      if 'base_rss_mib' in r else "- | - |"))
 
-    q = rows(d / "ptl_threads_quiet.jsonl")
-    if q:
-        print("\n#### 1 -> 2 threads, measured only when a probe found both cores free, ptl_threads_quiet.jsonl\n")
-        print("| preset | 1 thread ms | 2 threads ms | speedup | PyTorch 2 threads, quiet machine (earlier) | ptl 2 threads vs that |")
-        print("| --- " * 6 + "|")
-        for p in [p for p in ORDER if any(r["preset"] == p for r in q)]:
-            w1, w2 = best(q, p, 1), best(q, p, 2)
-            if w1 is None or w2 is None:
-                continue
-            qq = QUIET_PYTORCH_2T.get(p)
-            print(f"| {p} | {w1:.1f} | {w2:.1f} | {w1 / w2:.2f}x | {qq if qq else '-'} | {(f'{qq / w2:.2f}x') if qq else '-'} |")
 
+    matmul_summary(d)
     for t in (1, 2):
-        mm = rows(d / f"matmul_vs_openblas_{t}t.jsonl")
+        mm = rows(d / "cpu_matmul_vs_openblas.jsonl", t)
         if not mm:
             continue
-        print(f"\n#### Matrix products against OpenBLAS sgemm (SkylakeX), {t} thread(s), matmul_vs_openblas_{t}t.jsonl\n")
+        print(f"\n#### Matrix products against OpenBLAS sgemm (SkylakeX), {t} thread(s)\n")
         # Several rounds (bench/run_all.sh runs the benchmark PTL_BENCH_ROUNDS times): one row per
         # product with the medians, and every round's ratio.
         groups = {}

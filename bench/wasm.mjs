@@ -177,8 +177,8 @@ function shuffle(xs) {
 }
 
 const nodeRuntime = `node ${process.versions.node} (V8 ${process.versions.v8})`;
-// The model name here is only "AMD EPYC": family and model tell a Zen 4 (25, model 17) from a
-// Zen 5 (26); this VM has come up on both (docs/performance.md, "The machine").
+// A model name such as "AMD EPYC" covers CPUs of different speeds: family and model tell a Zen 4
+// (25, model 17) from a Zen 5 (26).
 const cpuinfo = fs.existsSync("/proc/cpuinfo") ? fs.readFileSync("/proc/cpuinfo", "utf8") : "";
 const cpuField = (name) => cpuinfo.match(new RegExp(`^${name}\\s*: (.*)$`, "m"))?.[1];
 const cpuId = cpuField("cpu family") ? ` (family ${cpuField("cpu family")}, model ${cpuField("model")})` : "";

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the WebAssembly variants, native ptl and native128 (ptl with 128-bit vectors only), then
-# runs bench/wasm.mjs (JSON lines on stdout; progress on stderr).
+# runs bench/wasm.mjs into bench/results/wasm.jsonl (bench/header.py's line, then one JSON line per
+# preset, build and environment; progress on stderr). PTL_WASM_RESULTS=FILE writes elsewhere
+# (a trial that is not to replace the results of record), PTL_WASM_RESULTS=- to stdout.
 #
 #   bench/wasm.sh [bench/wasm.mjs options]
 #   e.g. bench/wasm.sh --presets tiny,small --builds scalar,simd,simd-threads --env node,chromium
 #
-# Then: bench/wasm.sh ... > wasm.jsonl && /usr/bin/python3 bench/wasm_table.py wasm.jsonl --svg docs/wasm_speed.svg
+# Then: /usr/bin/python3 bench/wasm_table.py [--svg docs/img/wasm_speed.svg]
 # Native is built into $PTL_WASM_BUILD_DIR/native (or PTL_NATIVE_BIN), native128 into
 # build-native128/ (-DPTL_SIMD128=ON; or PTL_NATIVE128_BIN). --env chromium needs
 # `npm --prefix web ci` and Debian's chromium.
@@ -49,4 +51,15 @@ if [[ "${PTL_BENCH_SKIP_BUILD:-0}" != 1 ]]; then
 fi
 NODE_FLAGS=()
 [[ ",$builds," == *",memory64,"* ]] && NODE_FLAGS=(--experimental-wasm-memory64)
-exec node "${NODE_FLAGS[@]}" "$ROOT/bench/wasm.mjs" "$@"
+RESULTS="${PTL_WASM_RESULTS:-$ROOT/bench/results/wasm.jsonl}"
+run() {
+  python3 "$ROOT/bench/header.py" wasm --ptl "$PTL_NATIVE_BIN" --command "$(printf '%q ' bench/wasm.sh "$@")" \
+    --peer "native ptl ($PTL_NATIVE_BIN) and native128 ($PTL_NATIVE128_BIN)"
+  node "${NODE_FLAGS[@]}" "$ROOT/bench/wasm.mjs" "$@"
+}
+if [[ "$RESULTS" == - ]]; then run "$@"; exit; fi
+# Into a scratch file first: a run that fails leaves the results of record as they were.
+tmp="$(mktemp)"; trap 'rm -f "$tmp"' EXIT
+run "$@" > "$tmp"
+mkdir -p "$(dirname "$RESULTS")" && mv "$tmp" "$RESULTS"
+echo "bench/wasm.sh: wrote $RESULTS" >&2

@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Turns bench/wasm.mjs's JSON lines into markdown tables and an SVG plot (docs/performance.md).
 
-    /usr/bin/python3 bench/wasm_table.py wasm.jsonl [more.jsonl ...] [--svg docs/wasm_speed.svg]
+    /usr/bin/python3 bench/wasm_table.py [bench/results/wasm.jsonl ...] [--svg docs/img/wasm_speed.svg]
 
 Prints to stdout: (1) every measurement (ms/step, tokens/s, native and native128 at the same thread
 count, speed relative to each); (2) the issue's targets per preset and environment: SIMD over
 scalar (>= 2.5x), SIMD + threads over SIMD single-thread (>= 1.8x), the browser's best build
 over native128 (>= 0.6x). With --svg, a log-scale bar chart of ms/step per preset.
-Lines that are not JSON objects with "preset" and "build" are skipped (progress output).
+Lines that are not JSON objects with "preset" and "build" are skipped (the header line of
+bench/header.py, progress output); the header's machine and engine are printed under the tables.
 """
 import argparse
 import json
@@ -19,7 +20,7 @@ ENV_ORDER = ["node", "chromium"]
 
 
 def load(paths):
-    rows = []
+    rows, headers = [], []
     for p in paths:
         with (sys.stdin if p == "-" else open(p)) as f:
             for line in f:
@@ -30,12 +31,14 @@ def load(paths):
                     r = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if "preset" in r and "build" in r and "ms_per_step" in r:
+                if r.get("kind") == "header":
+                    headers.append(r)
+                elif "preset" in r and "build" in r and "ms_per_step" in r:
                     rows.append(r)
     key = lambda r: (PRESET_ORDER.index(r["preset"]) if r["preset"] in PRESET_ORDER else 99,
                      ENV_ORDER.index(r.get("env", "node")) if r.get("env", "node") in ENV_ORDER else 9,
                      BUILD_ORDER.index(r["build"]) if r["build"] in BUILD_ORDER else 9)
-    return sorted(rows, key=key)
+    return sorted(rows, key=key), headers
 
 
 def fmt(x, digits=1, suffix=""):
@@ -48,8 +51,28 @@ def ratio(a, b):
     return a / b if a and b else None
 
 
+def compact(rows):
+    """ms/step per preset and environment: one column per build, then native128 and native at the
+    single-thread builds' and the threaded build's thread counts."""
+    builds = [b for b in BUILD_ORDER if any(r["build"] == b for r in rows)]
+    nt = max((r.get("threads") or 1) for r in rows)
+    head = [f"{b} ({nt} threads)" if b == "simd-threads" else b for b in builds]
+    out = ["| preset | env | " + " | ".join(head) + f" | native128, 1 / {nt} threads | native, 1 / {nt} threads |",
+           "| --- | --- |" + " ---: |" * (len(builds) + 2)]
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["preset"], r.get("env", "node")), {})[r["build"]] = r
+    for (preset, env), g in groups.items():
+        one = next((g[b] for b in ("simd", "scalar", "memory64") if b in g), None)
+        many = g.get("simd-threads")
+        nat = lambda key: " / ".join(fmt(x.get(key)) if x else "–" for x in (one, many))
+        out.append(f"| {preset} | {env} | " + " | ".join(fmt(g[b]["ms_per_step"]) if b in g else "–" for b in builds)
+                   + f" | {nat('native128_ms_per_step')} | {nat('native_ms_per_step')} |")
+    return "\n".join(out)
+
+
 def tables(rows):
-    out = []
+    out = ["ms per training step (median of the rounds):", "", compact(rows), "", "Every measurement:", ""]
     out.append("| preset | env | build | threads | ms/step | tokens/s | native ms/step | native128 ms/step | speed vs native128 | speed vs native | ms/step per round |")
     out.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
@@ -127,13 +150,17 @@ def plot(rows, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="+", help="JSON-lines files from bench/wasm.sh ('-' = stdin)")
+    ap.add_argument("files", nargs="*", default=["bench/results/wasm.jsonl"],
+                    help="JSON-lines files from bench/wasm.sh ('-' = stdin; default bench/results/wasm.jsonl)")
     ap.add_argument("--svg", help="write a bar chart here")
     a = ap.parse_args()
-    rows = load(a.files)
+    rows, headers = load(a.files)
     if not rows:
         sys.exit("wasm_table.py: no bench/wasm.mjs lines found in " + ", ".join(a.files))
     print(tables(rows))
+    for h in headers:
+        print(f"\n{h['machine'].get('cpu')}, {h['machine'].get('cores')} cores; engine {h.get('engine')}; "
+              f"`{h.get('command')}`")
     if a.svg:
         plot(rows, a.svg)
         print(f"\n(plot: {a.svg})", file=sys.stderr)

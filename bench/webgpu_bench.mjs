@@ -27,7 +27,7 @@
 // products (at least 0.3 s of them) or `steps` training steps are recorded back to back and
 // submitted at once, and the wall time until the queue is idle is divided by their number. Training uses random weights (N(0, 0.02), LayerNorm gains 1) and random tokens: speed
 // does not depend on the values. The programs come from `ptl program`.
-// Device: the default Vulkan driver (on the H200 machine, see shared/tools/gpu-webgpu-pack);
+// Device: the default Vulkan driver (on a GPU machine, see bench/gpu_pack.sh);
 // set VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json for SwiftShader (tiny only).
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';

@@ -8,9 +8,13 @@ case "${1:-}" in
   ?*) echo "$0: takes no arguments (see --help)" >&2; exit 2 ;;
 esac
 
+# The benchmarks (docs/performance.md) add: libopenblas-dev (bench/matmul_vs_openblas and
+# bench/linear_ab link -lopenblas), python3-matplotlib (bench/plot*.py, bench/wasm_table.py --svg),
+# xz-utils (bench/gpu_pack.sh).
 packages=(g++ cmake ninja-build libgtest-dev libcli11-dev nlohmann-json3-dev
           python3-torch python3-numpy python3-pytest libopenblas0-pthread
-          emscripten chromium libvulkan1 clang-format)
+          emscripten chromium libvulkan1 clang-format
+          libopenblas-dev python3-matplotlib xz-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

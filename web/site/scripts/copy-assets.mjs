@@ -3,7 +3,8 @@
 //   public/wasm/<variant>/ptl_engine.{js,wasm,worker.js}  from build-wasm/ (wasm/build.sh)
 //   public/data/tinyshakespeare.txt                       from $PTL_DATA_DIR or ../shared/data
 //   src/generated/presets.json                            from the native `ptl info --preset X --json`
-//   src/generated/bench.json                              from docs/bench/*.jsonl and bench/results/*.jsonl
+//   src/generated/bench.json                              from bench/results/*.jsonl
+//   src/generated/img/*.svg                               from docs/img/ (the plots of /performance)
 //   src/generated/site.json                               {pretrained}: the published model, if any
 //
 // The pretrained model: $PTL_PRETRAINED_MODEL (a .tinygpt) is copied to
@@ -70,28 +71,25 @@ const presets = names.map((name) => {
 mkdirSync(join(site, 'src/generated'), { recursive: true });
 writeFileSync(join(site, 'src/generated/presets.json'), JSON.stringify(presets, null, 1) + '\n');
 
-// 4. Benchmark figures for /performance: every JSON line of the committed result files.
+// 4. Benchmark figures for /performance: the results of record, one JSON-lines file per benchmark
+//    in bench/results/ (its first line the header: machine, engine, command), keyed by the file's
+//    stem; and the plots of docs/performance.md (docs/img/*.svg), which the page links as assets.
 const bench = {};
-for (const dir of ['docs/bench', 'bench/results']) {
-  const abs = join(repo, dir);
-  if (!existsSync(abs)) continue;
-  for (const f of readdirSync(abs).filter((n) => n.endsWith('.jsonl') || n.endsWith('.json'))) {
-    const text = readFileSync(join(abs, f), 'utf8');
-    const rows = [];
-    for (const line of f.endsWith('.jsonl') ? text.split('\n') : [text]) {
-      if (!line.trim()) continue;
-      try {
-        const v = JSON.parse(line);
-        if (Array.isArray(v)) rows.push(...v);
-        else rows.push(v);
-      } catch {
-        // A log line mixed into a results file: not a figure.
-      }
+const results = join(repo, 'bench/results');
+for (const f of existsSync(results) ? readdirSync(results).filter((n) => n.endsWith('.jsonl')).sort() : []) {
+  const rows = readFileSync(join(results, f), 'utf8').split('\n').filter((l) => l.trim()).map((l, i) => {
+    try {
+      return JSON.parse(l);
+    } catch {
+      fail(`bench/results/${f}, line ${i + 1}: not JSON`);
     }
-    bench[`${dir}/${f}`] = rows;
-  }
+  });
+  bench[f.replace(/\.jsonl$/, '')] = { header: rows.find((r) => r.kind === 'header') ?? null, rows: rows.filter((r) => r.kind !== 'header') };
 }
 writeFileSync(join(site, 'src/generated/bench.json'), JSON.stringify(bench) + '\n');
+const img = join(site, 'src/generated/img');
+mkdirSync(img, { recursive: true });
+for (const f of readdirSync(join(repo, 'docs/img')).filter((n) => n.endsWith('.svg'))) copyFileSync(join(repo, 'docs/img', f), join(img, f));
 // 5. What the /kernels page compares the visitor's WebAssembly engine against: native ptl's
 //    losses for 20 steps of Tiny on TinyShakespeare (seed 1337, the defaults) and its greedy
 //    continuation of a prompt from that checkpoint.
