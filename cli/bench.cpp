@@ -56,8 +56,8 @@ double cpu_s() {
 }
 
 // The processor, as /proc/cpuinfo describes it. Its model name alone can hide which CPU this
-// is (a VM here reports "AMD EPYC" on a Zen 4 and on a Zen 5, whose AVX-512 differs 2x in
-// speed), so the family and model numbers go with it. Empty where there is no /proc/cpuinfo.
+// is (a virtual machine may report "AMD EPYC" on a Zen 4 and on a Zen 5, whose AVX-512 differs 2x
+// in speed), so the family and model numbers go with it. Empty where there is no /proc/cpuinfo.
 std::string cpu_description() {
   std::ifstream in("/proc/cpuinfo");
   std::string name, family, model;

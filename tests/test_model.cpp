@@ -96,7 +96,7 @@ TEST(Model, ProgramSerialisesAndRunsTheSameFromJson) {
 }
 
 // The executor checks token and target ids before it reads a row with them (and builds the
-// message only for the id that is wrong: it used to build it for every token).
+// message only for the id that is wrong, not for every token).
 TEST(Model, TokenOrTargetOutsideTheVocabularyIsAnError) {
   Trainer tr(tiny(), train_config(2));
   for (const bool bad_target : {false, true}) {

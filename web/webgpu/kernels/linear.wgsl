@@ -10,8 +10,8 @@
 //
 // Tiling: a workgroup of 16 x 16 threads computes a BM x BN tile of C (BM = 16 TM, BN = 16 TN);
 // each thread owns a TM x TN register block (the executor uses TM = TN = 4, 64 x 64 tiles; large
-// products, about 512 tiles of 128 x 128 and more, go to linear_nt.wgsl / linear_wide.wgsl,
-// whose 8 x 8 blocks live in named registers: this file's TM = TN = 8 ran at 11.6 TFLOP/s at 4096^3 on an H200). Its rows are
+// products go to linear_tiled / linear_nt.wgsl / linear_wide.wgsl, whose 8 x 8 blocks are named
+// variables: an array block this size is not reliably kept in registers). Its rows are
 // groups of 4 consecutive rows 64 apart (ty*4 + 64 g + r), likewise its columns, so that every
 // read of the tiles in workgroup memory is a vec4 (TM/4 + TN/4 vec4 reads per TM x TN
 // multiply-adds) and the 16 threads of a row read consecutive vec4s.

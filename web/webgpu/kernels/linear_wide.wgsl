@@ -12,8 +12,8 @@
 // 64 + tx*4 + {0..3}, so that per k it reads 2 vec4 of A and 2 vec4 of B from workgroup memory
 // (the 16 threads of a row read consecutive vec4s, threads of a column read the same one) for
 // 64 multiply-adds. The 64 accumulators are 16 named vec4 variables, not an array, so that no
-// compiler has to prove constant indices to keep them in registers (the earlier array version
-// ran at less than half the speed on the H200, 11.6 TFLOP/s at 4096^3).
+// compiler has to prove constant indices to keep them in registers (an array it cannot prove
+// so spills to memory, and every multiply-add then waits on a load).
 // P is walked in steps of BK (8 or 16, replaced by the executor). Double buffering: while the
 // threads multiply the tiles of step s out of one half of workgroup memory, they have already
 // loaded the quads of step s+1 from global memory into registers, and store them into the other

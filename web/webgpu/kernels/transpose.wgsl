@@ -3,8 +3,8 @@
 // TR, see Executor.matmul) to copy an operand that is contiguous along the reduction dimension
 // (x and W of the forward, dy of dx) into one contiguous along the output's rows or columns. The
 // product then reads only long contiguous rows from memory and stores them into workgroup memory
-// as whole vec4s, the layout in which it measured fastest on an H200 (dW = dy^T x: 45 TFLOP/s at
-// 4096^3 against 30 for the forward read as it is); the copy costs one pass over the operand.
+// as whole vec4s (the layout of dW = dy^T x, the fastest of the three; docs/webgpu.md "Matrix
+// products" has the figures); the copy costs one pass over the operand.
 // A workgroup of 32 x 8 threads moves a 32 x 32 block through workgroup memory (one padding column:
 // no bank conflicts), reads coalesced along c and writes coalesced along r.
 struct Params { R: u32, C: u32, ld: u32, ldo: u32 }

@@ -93,7 +93,7 @@ export function adamwConstants(
 }
 
 // The generated 128 x 128 kernel (linear_tiled) is chosen ('auto') for products with at least this
-// many 128 x 128 output tiles (the 128 x 128 kernels were slower on fewer: too few workgroups).
+// many 128 x 128 output tiles: with fewer, 128-wide tiles leave multiprocessors without work.
 const WIDE_MIN_TILES = 512;
 
 // For error messages: which common files a variant's module includes instead of the usual ones.
@@ -134,15 +134,15 @@ export class WebGPUBackend {
   // matmulBK: depth of linear_wide's K step (8 or 16); 'auto' = 8.
   // matmulNT: large forward products (x W^T, both operands contiguous along K) use
   // linear_nt.wgsl instead of linear_wide.wgsl ('auto' = yes).
-  // matmulTiled: the generated kernel (linear_tiled, src/linear_gen.ts): 'auto' = the measured
-  // choice per shape (see matmul()), 'off' = only the hand-written kernels (the choice before it),
+  // matmulTiled: the generated kernel (linear_tiled, src/linear_gen.ts): 'auto' = the choice per
+  // shape (see matmul()), 'off' = only the hand-written kernels,
   // or a configuration forced on every product, e.g. '128x128/8x8/k16/db0/tr1' (parseTiled).
   // matmulTile, matmulBK and matmulNT set to anything but 'auto' also turn it off.
   // matmulSplit: split-K factor; 'auto' splits products with fewer than 264 output tiles and
   // P >= 512 so that about 528 workgroups run (four per SM of a large GPU).
-  // attentionRows: query (or key) rows per attention workgroup (one per thread); 'auto' = 64,
-  // which measured faster than 32 on an H200 even where 64 leaves few workgroups (Behemoth: 119
-  // vs 131 ms/step): smaller blocks re-read every K/V tile more often.
+  // attentionRows: query (or key) rows per attention workgroup (one per thread); 'auto' = 64, even
+  // where 64 leaves few workgroups: smaller blocks re-read every K/V tile more often (figures in
+  // docs/webgpu.md "Attention").
   // reductions: the row reductions of layernorm and layernorm_backward (mean, variance, the dx
   // sums): 'subgroup' = kernels/common/reduce_subgroup.wgsl (needs the 'subgroups' feature),
   // 'workgroup' = the workgroup-memory tree of reduce.wgsl, 'auto' = subgroup where the device
@@ -953,14 +953,13 @@ export class Executor {
   }
 
   // The generated kernel's configuration for a product ('auto'), or null for the hand-written
-  // kernels. From the H200 sweeps (bench/results/h200-matmul-sweep3.jsonl, h200-matmul-s3.jsonl):
-  // 128 x 128 tiles, 8 x 8 per thread, 16-deep K steps in one buffer (two barriers per step: it
-  // beat the double-buffered variants), TR (operands contiguous along P transposed first: 43.8 /
-  // 44.7 TFLOP/s for x W^T / dy W at 4096^3 against 32.9 / 38.4 without, which reads them as
-  // they are). The subgroup variant (SG) was slower on the H200 than the same configuration
-  // without it (4096^3, dx / dW: 24.5 / 32.3 against 29.5 / 37.4 TFLOP/s; shuffles bring the A
-  // values one at a time where a broadcast vec4 read brings four), so no shape class picks it; it
-  // stays available by name (matmulTiled '.../sg1') where the device has 'subgroups'.
+  // kernels (the measurements behind each rule: docs/webgpu.md "Matrix products"):
+  // 128 x 128 tiles, 8 x 8 per thread, 16-deep K steps in one buffer (two barriers per step; the
+  // double-buffered loop is more code for no gain), TR (operands contiguous along P transposed
+  // first, so that every product reads its operands the way dW = dy^T x does, the fastest layout).
+  // No shape class picks the subgroup variant (SG): shuffles bring the A values one at a time
+  // where a broadcast vec4 read brings four; it stays available by name (matmulTiled '.../sg1')
+  // where the device has 'subgroups'.
   private autoTiled(d: { I: number; J: number; P: number; transA: boolean; transB: boolean }): TiledConfig | null {
     const lim = this.backend.device.limits;
     if (ceilDiv(d.I, 128) * ceilDiv(d.J, 128) >= WIDE_MIN_TILES && d.P >= 128) {
@@ -975,7 +974,7 @@ export class Executor {
     d: MatmulDims,
     a: BindingSpec, b: BindingSpec, bias: BindingSpec, c: BindingSpec, hasBias: boolean, accumulate: boolean,
   ): DispatchSpec[] {
-    // Variant (options 'auto', measured on an H200, docs/webgpu.md "Matrix products"):
+    // Variant (options 'auto'; docs/webgpu.md "Matrix products" has the measurements):
     //  - at least WIDE_MIN_TILES output tiles of 128 x 128 (e.g. 4096^3): linear_tiled
     //    128x128/8x8/k16/db0 with TR (autoTiled), operands contiguous along P first transposed;
     //  - the forward of products with at least 2048 rows and 1 GFLOP (Huge's fc_in / fc_out):

@@ -19,9 +19,8 @@
 // constants and ty is the one run-time index, so the bounds clamps that WebGPU's robustness adds
 // reduce to one shared `min(ty, WY-1)` and the compiler can fold the rest into immediate offsets.
 //
-// Measured on an H200 (docs/performance.md, bench/results/h200-matmul-s3.jsonl): the executor's
-// default for large products is 128x128/8x8/k16/db0/tr1 (43.8 / 44.7 / 45.5 TFLOP/s for the
-// forward / dx / dW at 4096^3, 87-88% of cuBLAS fp32 without TF32).
+// The executor's default for large products is 128x128/8x8/k16/db0/tr1, the fastest configuration
+// of those measured (docs/webgpu.md "Matrix products": the figures and the commands); the flags:
 //   DB = 1: double-buffered (two halves of workgroup memory, the main loop unrolled twice so
 //           that each half's index is a constant): while the threads multiply step s, the quads of
 //           step s+1 are already in registers; one barrier per step. DB = 0: one buffer, two
