@@ -81,7 +81,9 @@ TEST(TrainingLoop, HistoryKeepsTheWholeRunThinned) {
   int vals = 0;
   for (size_t i = 0; i < h.size(); ++i) {
     if (h[i].val_loss) ++vals;
-    if (i) EXPECT_LT(h[i - 1].step, h[i].step);
+    if (i > 0) {
+      EXPECT_LT(h[i - 1].step, h[i].step);
+    }
   }
   EXPECT_EQ(vals, 20) << "every validation point stays";
   // The recent steps are denser than the old ones.
