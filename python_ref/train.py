@@ -193,8 +193,10 @@ def main(argv=None):
         data_rng = hashlib.blake2b(gen.get_state().numpy().tobytes(), digest_size=8).hexdigest()
         train_state = {"step": step, "data_rng": data_rng, "tokens_seen": tokens_seen,
                        "elapsed_seconds": elapsed + time.time() - t0}
+        # The whole curve (a point at each validation); the engine thins a history to its
+        # bound when it continues the run (engine/training_loop.h).
         meta = make_metadata(cfg.to_dict(), train_config=train_config, train_state=train_state,
-                             loss_history=history[-200:], created_by=f"python_ref (torch {torch.__version__})")
+                             loss_history=history, created_by=f"python_ref (torch {torch.__version__})")
         save_checkpoint(args.out, join_state(weights, m_now, v_now), meta)
 
     if master:
