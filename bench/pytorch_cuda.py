@@ -116,9 +116,6 @@ def bench_train(preset, variant, steps, warmup, dev):
     emit({"kind": "torch_train", "preset": preset, "batch": batch, "variant": variant, "ms_per_step": round(ms, 3),
           "tokens_per_s": round(tokens / ms * 1e3), "loss_first": first, "loss_last": loss.item(),
           "max_memory_mib": round(torch.cuda.max_memory_allocated() / 2**20)})
-    del model, optimizer
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
 
 
 def main():
@@ -159,6 +156,10 @@ def main():
         for p in presets:
             for v in a.variants.split(","):
                 bench_train(p, v, a.steps, a.warmup, dev)
+                # The model and its optimizer went with bench_train's frame: give their memory back
+                # so that the next preset's peak is its own.
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
 
 
 if __name__ == "__main__":
