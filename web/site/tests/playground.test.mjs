@@ -22,6 +22,22 @@ async function train(page, { steps, backend, evalEvery = 10, sampleEvery = steps
   await waitIdleAt(page, steps);
 }
 
+/** A checkpoint file's metadata and float32 tensors (safetensors: u64 header length, JSON header, data). */
+function readCheckpoint(file) {
+  const bytes = fs.readFileSync(file);
+  const n = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + n).toString('utf8'));
+  const tensors = new Map();
+  for (const [name, t] of Object.entries(header)) {
+    if (name === '__metadata__') continue;
+    assert.equal(t.dtype, 'F32', `${name}: float32`);
+    const [a, b] = t.data_offsets;
+    const data = bytes.subarray(8 + n + a, 8 + n + b);
+    tensors.set(name, new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength)));
+  }
+  return { metadata: header.__metadata__ ?? {}, tensors };
+}
+
 function assertLearned(ls, steps, what) {
   assert.equal(ls.length, steps, `${what}: one loss per step`);
   assert.ok(ls.every(Number.isFinite), `${what}: finite losses`);
@@ -104,7 +120,7 @@ test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; downl
   }
 });
 
-test('WebGPU (SwiftShader): auto skips a software adapter; chosen, Tiny trains 30 steps, the checkpoint keeps moments and history', async () => {
+test('WebGPU (SwiftShader): auto skips a software adapter; chosen, Tiny trains 30 steps, the checkpoint keeps moments and history, reopened from step 10', async () => {
   const s = await openSite();
   const { page } = s;
   try {
@@ -133,6 +149,24 @@ test('WebGPU (SwiftShader): auto skips a software adapter; chosen, Tiny trains 3
     assert.equal(info.last_loss.step, 30);
     assert.ok(Math.abs(info.last_loss.train_loss - ls[29]) < 1e-6, `last train loss ${info.last_loss.train_loss} is the GPU's ${ls[29]}`);
     assert.ok(Number.isFinite(info.last_loss.val_loss), 'a validation loss at step 30');
+    // The engine recorded every GPU step: the history has a point every 10th step with the GPU's
+    // train loss, and the validations (every 10 steps here) beside them.
+    const ckpt = readCheckpoint(file);
+    const history = JSON.parse(ckpt.metadata.loss_history);
+    assert.deepEqual(history.map((p) => p[0]), [10, 20, 30], 'history points at steps 10, 20, 30');
+    const evals = await page.evaluate(() => window.ptlRun.evals);
+    assert.equal(evals.length, 3, 'validations at steps 10, 20, 30');
+    for (const [i, [step, train, val]] of history.entries()) {
+      assert.ok(Math.abs(train - ls[step - 1]) < 1e-6, `step ${step}: history train loss ${train} is the GPU's ${ls[step - 1]}`);
+      assert.ok(Math.abs(val - evals[i]) < 1e-6, `step ${step}: history validation loss ${val} is the page's ${evals[i]}`);
+    }
+    // AdamW's moments are the GPU's: one pair per parameter, the second moments not zero.
+    const params = [...ckpt.tensors.keys()].filter((n) => !n.startsWith('optim.'));
+    assert.ok(params.length > 0);
+    for (const p of params) {
+      for (const m of ['m', 'v']) assert.equal(ckpt.tensors.get(`optim.${m}.${p}`)?.length, ckpt.tensors.get(p).length, `optim.${m}.${p} in the checkpoint`);
+      assert.ok(ckpt.tensors.get(`optim.v.${p}`).some((x) => x > 0), `optim.v.${p} holds the GPU's second moments`);
+    }
 
     // Sampling and "watch the model think" on the GPU (generate / window / inspect programs).
     await page.fill('#length', '40');
@@ -150,6 +184,13 @@ test('WebGPU (SwiftShader): auto skips a software adapter; chosen, Tiny trains 3
     await page.click('#inspect');
     await page.waitForFunction(() => document.body.dataset.state === 'ready');
     assert.deepEqual(await topBytes(), gpuTop, 'top-10 next bytes agree between WebGPU and WebAssembly');
+
+    // Reopened, the checkpoint's chart draws its whole curve: from step 10, the first history point.
+    await page.setInputFiles('#open-file', file);
+    await page.waitForFunction(() => document.body.dataset.opened === 'downloaded-webgpu.tinygpt');
+    const drawn = await page.evaluate(() => window.ptlRun.chartSteps());
+    assert.equal(drawn[0], 10, `the reopened chart starts at step 10 (steps drawn: ${drawn.join(', ')})`);
+    assert.deepEqual([...new Set(drawn)], [10, 20, 30]);
     s.assertNoErrors('the playground (WebGPU)');
   } finally {
     await s.close();

@@ -125,6 +125,11 @@ export class Dashboard {
     for (const r of this.rows) this.loss.push(r);
   }
 
+  /** The steps of the loss chart's rows, in order (train and validation points). */
+  lossSteps(): number[] {
+    return this.rows.map((r) => r[0]!);
+  }
+
   reset(): void {
     this.rows = [];
     for (const c of [this.loss, this.speed, this.lr, this.norm]) c.reset();

@@ -38,7 +38,7 @@ let runStartTime = 0;
 let dash: Dashboard;
 let finetune: { refresh: () => void } | null = null;
 // A read-only view of the run for tools and tests (the dashboard draws the same numbers).
-const hook = { losses: [] as number[], evals: [] as number[] };
+const hook = { losses: [] as number[], evals: [] as number[], chartSteps: (): number[] => dash.lossSteps() };
 (window as unknown as { ptlRun: typeof hook }).ptlRun = hook;
 
 function status(text: string, kind: '' | 'warn' | 'error' | 'ok' = ''): void {

@@ -25,6 +25,9 @@ export interface CorpusInfo {
   bytes: number;
 }
 
+/** A step's metrics as the page records them (the engine's, without the loop's events). */
+export type RunStep = Omit<StepMetrics, 'events'>;
+
 export interface EvalPoint extends EvalMetrics {
   step: number;
 }
@@ -39,7 +42,7 @@ export interface RunState {
   preset: string;
   backend: Backend;
   corpus: CorpusInfo;
-  steps: StepMetrics[];
+  steps: RunStep[];
   evals: EvalPoint[];
   samples: SamplePoint[];
   savedAt?: string;
@@ -112,12 +115,12 @@ export interface Methods {
 export type Method = keyof Methods;
 
 export type WorkerEvent =
-  | { event: 'step'; data: StepMetrics }
+  | { event: 'step'; data: RunStep }
   | { event: 'eval'; data: EvalPoint }
   | { event: 'sample'; data: SamplePoint }
   | { event: 'autosave'; data: { step: number; bytes: number } }
   | { event: 'token'; data: { text: string } }
-  | { event: 'ftstep'; data: StepMetrics }
+  | { event: 'ftstep'; data: RunStep }
   | { event: 'log'; data: { message: string } };
 
 export type Reply =

@@ -9,17 +9,9 @@
 //
 // A classic worker (astro.config.mjs sets Vite's worker format to iife), because the engine's
 // loader uses importScripts.
-import { Engine, EngineError, LoadedModule, loadModule } from '@posttrainllm/engine';
-import {
-  type Executor,
-  WebGPUBackend,
-  WebGPUGenerator,
-  WebGPUInspector,
-  WebGPUTrainer,
-  decodeSafeTensors,
-  encodeSafeTensors,
-} from '@posttrainllm/webgpu';
-import type { Backend, InspectResult, Method, Methods, ModelSummary, Reply, RunSettings, RunState, WorkerEvent } from './protocol.js';
+import { Engine, EngineError, LoadedModule, loadModule, type StepEvents } from '@posttrainllm/engine';
+import { type Executor, type StepLoss, WebGPUBackend, WebGPUGenerator, WebGPUInspector, WebGPUTrainer } from '@posttrainllm/webgpu';
+import type { Backend, InspectResult, Method, Methods, ModelSummary, Reply, RunSettings, RunState, RunStep, WorkerEvent } from './protocol.js';
 import { kernelSource } from './kernels.js';
 import * as autosave from './autosave.js';
 
@@ -37,11 +29,10 @@ let state: RunState | null = null;
 interface GpuState {
   be: WebGPUBackend;
   adapter: string;
-  train: { exec: Executor; trainer: WebGPUTrainer; batch: number } | null;
+  train: { exec: Executor; trainer: WebGPUTrainer; batch: number; onLoss: (r: StepLoss) => void } | null;
   generator: WebGPUGenerator | null;
   inspector: WebGPUInspector | null;
   dirty: boolean; // the GPU's weights are newer than the engine's
-  historyStale: boolean; // the engine recorded a validation with a train loss it did not see
 }
 let gpu: GpuState | null = null;
 let abort: AbortController | null = null;
@@ -80,10 +71,8 @@ function dropGpu(): void {
   gpu = null;
 }
 
-/** A WebGPU device holding the engine's current weights and AdamW moments. */
-async function ensureGpu(): Promise<GpuState> {
-  if (gpu) return gpu;
-  const e = needEngine();
+/** A WebGPU device with the limits and features the kernels need. */
+async function gpuDevice(): Promise<{ device: GPUDevice; adapter: string }> {
   const nav = scope.navigator as Navigator & { gpu?: GPU };
   if (!nav.gpu) throw new EngineError('WebGPU is not available in this browser', 'webgpu');
   const adapter = await nav.gpu.requestAdapter({ powerPreference: 'high-performance' });
@@ -92,75 +81,72 @@ async function ensureGpu(): Promise<GpuState> {
     requiredLimits: WebGPUBackend.requiredLimits(adapter),
     requiredFeatures: WebGPUBackend.requiredFeatures(adapter),
   });
-  const be = new WebGPUBackend(device, kernelSource());
-  const ckpt = decodeSafeTensors(await e.exportCheckpoint({ optimizer: true }), 'engine state');
-  be.loadWeights(ckpt.tensors);
   const a = adapter.info;
-  gpu = { be, adapter: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'WebGPU adapter', train: null, generator: null, inspector: null, dirty: false, historyStale: false };
+  return { device, adapter: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'WebGPU adapter' };
+}
+
+/** The engine's state tensors as they are now (parameters, adapters, AdamW moments once present), for a GPU to load. */
+function engineTensors(e: Engine): { name: string; shape: number[]; data: Float32Array }[] {
+  return e.tensorNames().filter((t) => t.present).map((t) => ({ name: t.name, shape: t.shape, data: e.readTensor(t.name) }));
+}
+
+/**
+ * Writes what a GPU's training changed back into the engine, tensor by tensor: the trainable
+ * parameters (those with AdamW moments: every parameter, or only the LoRA adapters) and their
+ * moments, then the GPU's step count. Every trainable parameter must be on the GPU; moments the
+ * GPU has not made yet (no step ran there) stay as they are.
+ */
+async function copyToEngine(e: Engine, be: WebGPUBackend, step: number): Promise<void> {
+  const names = e.tensorNames().map((t) => t.name);
+  const all = new Set(names);
+  const trained = names.filter((n) => n.startsWith('optim.') || all.has(`optim.m.${n}`));
+  const missing = trained.find((n) => !n.startsWith('optim.') && !be.store.has(n));
+  if (missing) throw new EngineError(`tensor '${missing}' is not on the GPU`, 'webgpu');
+  const onGpu = trained.filter((n) => be.store.has(n));
+  const data = await be.read(onGpu.map((n) => be.store.get(n)!));
+  for (const n of onGpu) e.writeTensor(n, data.get(n) as Float32Array);
+  e.setStep(step);
+}
+
+/** A WebGPU device holding the engine's current weights and AdamW moments. */
+async function ensureGpu(): Promise<GpuState> {
+  if (gpu) return gpu;
+  const e = needEngine();
+  const { device, adapter } = await gpuDevice();
+  const be = new WebGPUBackend(device, kernelSource());
+  be.loadWeights(engineTensors(e));
+  gpu = { be, adapter, train: null, generator: null, inspector: null, dirty: false };
   return gpu;
 }
 
-/** The train program on the GPU, from the engine's current state. */
-async function startGpu(onLoss: (loss: number, gradNorm: number, step: number) => void): Promise<void> {
+/**
+ * The train program on the GPU, from the engine's current state. Each step's loss goes to
+ * `gpu.train.onLoss` (set by the run that trains now).
+ */
+async function startGpu(): Promise<NonNullable<GpuState['train']>> {
   const e = needEngine();
   const info = await e.info();
-  if (gpu?.train && gpu.train.batch === info.train.batch) return;
-  if (gpu?.train) dropGpu();
+  if (gpu?.train && gpu.train.batch === info.train.batch) return gpu.train;
+  if (gpu?.train) {
+    await syncFromGpu();
+    dropGpu();
+  }
   const g = await ensureGpu();
   const exec = await g.be.load(JSON.stringify(await e.exportProgram('train')));
-  const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss: (r) => onLoss(r.loss, r.gradNorm, r.step) }, info.step);
-  g.train = { exec, trainer, batch: info.train.batch };
+  const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss: (r) => g.train?.onLoss(r) }, info.step);
+  g.train = { exec, trainer, batch: info.train.batch, onLoss: () => {} };
+  return g.train;
 }
 
 /**
- * Brings the GPU's weights and moments back into the engine. The engine's own checkpoint
- * supplies the metadata (its data-loader state already reflects every batch it handed out),
- * with the step and token count of the GPU run.
+ * Brings the GPU's weights and moments back into the engine, tensor by tensor, after every loss
+ * the GPU computed has been recorded (the engine already holds the data order and the history).
  */
 async function syncFromGpu(): Promise<void> {
-  if (!gpu || !gpu.train || (!gpu.dirty && !gpu.historyStale)) return;
-  const e = needEngine();
+  if (!gpu || !gpu.train || !gpu.dirty) return;
   await gpu.train.trainer.flush();
-  const cur = decodeSafeTensors(await e.exportCheckpoint({ optimizer: true }), 'engine state');
-  if (!gpu.dirty) {
-    // Only the history to correct (see lossHistory): the engine's tensors are the GPU's.
-    cur.metadata['loss_history'] = JSON.stringify(lossHistory(cur.metadata['loss_history']));
-    await e.importCheckpoint(encodeSafeTensors(cur), 'WebGPU state');
-    gpu.historyStale = false;
-    return;
-  }
-  // The parameters, and the AdamW moments the GPU keeps next to them: the engine has none of its
-  // own when every step ran on the GPU, and a checkpoint without them restarts AdamW on resume.
-  const params = cur.tensors.filter((t) => !t.name.startsWith('optim.'));
-  const missing = params.find((t) => !gpu!.be.store.has(t.name));
-  if (missing) throw new EngineError(`tensor '${missing.name}' is not on the GPU`, 'webgpu');
-  const moments = params.every((t) => gpu!.be.store.has(`optim.m.${t.name}`) && gpu!.be.store.has(`optim.v.${t.name}`))
-    ? ['optim.m.', 'optim.v.'].flatMap((prefix) => params.map((t) => ({ ...t, name: prefix + t.name })))
-    : cur.tensors.filter((t) => t.name.startsWith('optim.'));
-  const tensors = [...params, ...moments];
-  const data = await gpu.be.read(tensors.filter((t) => gpu!.be.store.has(t.name)).map((t) => gpu!.be.store.get(t.name)!));
-  const stateMeta = JSON.parse(cur.metadata['train_state'] ?? '{}') as Record<string, unknown>;
-  stateMeta['step'] = gpu.train.trainer.step;
-  cur.metadata['train_state'] = JSON.stringify(stateMeta);
-  cur.metadata['loss_history'] = JSON.stringify(lossHistory(cur.metadata['loss_history']));
-  const bytes = encodeSafeTensors({ metadata: cur.metadata, tensors: tensors.map((t) => ({ ...t, data: data.get(t.name) ?? t.data })) });
-  await e.importCheckpoint(bytes, 'WebGPU state');
+  await copyToEngine(needEngine(), gpu.be, gpu.train.trainer.step);
   gpu.dirty = false;
-  gpu.historyStale = false;
-}
-
-/**
- * The checkpoint's loss history, [step, train loss, val loss | null], with this run's GPU steps
- * added as the engine adds its own (every 10th step, and the validation points): the GPU trains
- * outside the engine, so its history has only the validations. The last 200, as ptl keeps.
- */
-function lossHistory(engineJson: string | undefined): [number, number, number | null][] {
-  const points = new Map<number, [number, number, number | null]>();
-  for (const p of JSON.parse(engineJson ?? '[]') as [number, number, number | null][]) points.set(p[0], [p[0], p[1], p[2] ?? null]);
-  const trainLoss = new Map(state!.steps.map((m) => [m.step, m.loss]));
-  for (const m of state!.steps) if (m.step % 10 === 0) points.set(m.step, [m.step, m.loss, points.get(m.step)?.[2] ?? null]);
-  for (const v of state!.evals) points.set(v.step, [v.step, trainLoss.get(v.step) ?? points.get(v.step)?.[1] ?? 0, v.loss]);
-  return [...points.values()].sort((a, b) => a[0] - b[0]).slice(-200);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -171,70 +157,100 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
   if (!corpus) throw new EngineError('no corpus: choose TinyShakespeare, upload a .txt or load a dataset', 'worker');
   if (!state) throw new EngineError('no run: create a model first', 'worker');
   state.settings = { ...state.settings, steps: settings.steps, lr: settings.lr, schedule: settings.schedule, evalEvery: settings.evalEvery, sampleEvery: settings.sampleEvery, autosaveEvery: settings.autosaveEvery };
-  await e.updateTrainConfig({ steps: settings.steps, lr: settings.lr, schedule: settings.schedule });
   const s = state.settings;
+  // The engine's training loop decides what follows each step (validation, sample, save) and
+  // keeps the loss history; this worker acts on its events.
+  await e.updateTrainConfig({ steps: s.steps, lr: s.lr, schedule: s.schedule, eval_every: s.evalEvery, sample_every: s.sampleEvery });
+  e.loopOptions({ sampleAtEnd: true, saveEvery: s.autosaveEvery });
   const emit = (ev: WorkerEvent) => post({ id, ...ev } as Reply);
   let step = (await e.info()).step;
   const startElapsed = state.steps.at(-1)?.elapsed_s ?? 0;
   const t0 = performance.now();
-  const lrs = new Map<number, number>(); // GPU steps in flight -> their learning rate
+  const record = (m: RunStep) => {
+    state!.steps.push(m);
+    emit({ event: 'step', data: m });
+  };
+
+  const act = async (at: number, ev: StepEvents) => {
+    if (ev.evaluate) {
+      await syncFromGpu();
+      const v = await e.validationLoss(); // recorded in the engine's history with the step's train loss
+      const point = { step: at, ...v };
+      state!.evals.push(point);
+      emit({ event: 'eval', data: point });
+    }
+    if (ev.sample) {
+      await syncFromGpu();
+      const r = await e.generate('\n', { maxTokens: 160, temperature: 0.8, topK: 40, seed: at });
+      const point = { step: at, text: r.text };
+      state!.samples.push(point);
+      emit({ event: 'sample', data: point });
+    }
+    // Autosave 0 turns the saves off (the engine also saves after each validation and at the end).
+    if (ev.save && s.autosaveEvery > 0) {
+      const bytes = await save();
+      emit({ event: 'autosave', data: { step: at, bytes } });
+    }
+  };
 
   if (backend === 'webgpu') {
+    const run = await startGpu();
+    const t = run.trainer;
+    const lrs = new Map<number, number>(); // GPU steps in flight -> their learning rate
+    let failure: unknown = null; // the engine refused a step's loss (training diverged)
     let last = performance.now();
-    await startGpu((loss, gradNorm, at) => {
+    run.onLoss = (r) => {
+      if (failure) return;
       const now = performance.now();
       const seconds = (now - last) / 1000;
       last = now;
-      const tokens = gpu!.train!.exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
-      const m = { step: at, loss, lr: lrs.get(at) ?? 0, grad_norm: gradNorm, tokens, seconds, tokens_per_s: seconds > 0 ? tokens / seconds : 0, elapsed_s: startElapsed + (now - t0) / 1000 };
-      lrs.delete(at);
-      state!.steps.push(m);
-      emit({ event: 'step', data: m });
-    });
-  }
-
-  while (step < s.steps && !signal.aborted) {
-    if (backend === 'webgpu') {
-      const g = gpu!;
-      const t = g.train!.trainer;
-      const b = await e.nextBatch();
-      lrs.set(t.step + 1, b.lr);
-      t.trainStep(b.tokens, b.targets, b.lr);
-      g.dirty = true;
-      step = t.step;
-      // Keep at most a few steps in flight: the losses arrive in order, and a deep queue would
-      // make "pause" lag behind the button.
-      if (step % 4 === 0) await t.flush();
-    } else {
-      const [m] = await e.train(1);
-      if (m) {
-        m.elapsed_s = startElapsed + (performance.now() - t0) / 1000;
-        state.steps.push(m);
-        emit({ event: 'step', data: m });
-        step = m.step;
+      try {
+        e.recordStep({ step: r.step, loss: r.loss, gradNorm: r.gradNorm, seconds });
+      } catch (err) {
+        failure = err;
+        return;
       }
+      const tokens = t.exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
+      record({ step: r.step, loss: r.loss, lr: lrs.get(r.step) ?? 0, grad_norm: r.gradNorm, tokens, seconds, tokens_per_s: seconds > 0 ? tokens / seconds : 0, elapsed_s: startElapsed + (now - t0) / 1000 });
+      lrs.delete(r.step);
+    };
+    const flush = async () => {
+      await t.flush();
+      if (failure) throw failure;
+    };
+    try {
+      while (step < s.steps && !signal.aborted) {
+        const b = await e.nextBatch();
+        lrs.set(b.step, b.lr);
+        t.trainStep(b.tokens, b.targets, b.lr);
+        gpu!.dirty = true;
+        step = t.step;
+        const ev = e.eventsAfter(step);
+        if (ev.evaluate || ev.sample || (ev.save && s.autosaveEvery > 0)) {
+          // Every loss up to this step recorded (the validation's history point carries it), then act.
+          await flush();
+          await act(step, ev);
+        } else if (step % 4 === 0) {
+          // At most a few steps in flight: the losses arrive in order, and a deep queue would make
+          // "pause" lag behind the button.
+          await flush();
+        } else if (failure) throw failure;
+        await yieldNow(); // lets an "abort" message in
+      }
+      await flush();
+    } finally {
+      run.onLoss = () => {};
     }
-    const last = step === s.steps;
-    if ((s.evalEvery > 0 && step % s.evalEvery === 0) || last) {
-      await syncFromGpu();
-      const v = await e.validationLoss();
-      if (gpu && backend === 'webgpu') gpu.historyStale = true; // it paired v with a stale train loss
-      const point = { step, ...v };
-      state.evals.push(point);
-      emit({ event: 'eval', data: point });
+  } else {
+    while (step < s.steps && !signal.aborted) {
+      const [m] = await e.train(1);
+      if (!m) break;
+      const { events, ...metrics } = m;
+      record({ ...metrics, elapsed_s: startElapsed + (performance.now() - t0) / 1000 });
+      step = m.step;
+      await act(step, events);
+      await yieldNow(); // lets an "abort" message in
     }
-    if ((s.sampleEvery > 0 && step % s.sampleEvery === 0) || last) {
-      await syncFromGpu();
-      const r = await e.generate('\n', { maxTokens: 160, temperature: 0.8, topK: 40, seed: step });
-      const point = { step, text: r.text };
-      state.samples.push(point);
-      emit({ event: 'sample', data: point });
-    }
-    if (s.autosaveEvery > 0 && (step % s.autosaveEvery === 0 || last)) {
-      const bytes = await save();
-      emit({ event: 'autosave', data: { step, bytes } });
-    }
-    await yieldNow(); // lets an "abort" message in
   }
   await syncFromGpu();
   return { step, reason: signal.aborted ? 'aborted' : 'done', backend, ...(backend === 'webgpu' && gpu ? { adapter: gpu.adapter } : {}) };
@@ -456,7 +472,9 @@ async function ftStart(id: number, p: Methods['ftStart']['params'], signal: Abor
     await feed(base);
     await tuned.startFinetune({ steps: p.steps, lr: p.lr, schedule: 'cosine', seed: p.seed, lora: p.lora });
     // The adapter (or model) records what it was trained on: this file, not the base run's data.
-    await tuned.updateTrainConfig({ data_path: p.data.name });
+    // The panel compares the held-out loss before and after: the engine's loop validates at the
+    // last step only (eval_every 0), not at the base run's interval.
+    await tuned.updateTrainConfig({ data_path: p.data.name, eval_every: 0 });
   } catch (e) {
     base.dispose();
     tuned.dispose();
@@ -467,62 +485,96 @@ async function ftStart(id: number, p: Methods['ftStart']['params'], signal: Abor
   ft = { base, tuned, baseBytes, data: p.data };
   const before = (await base.validationLoss()).loss;
   const onGpu = backend === 'webgpu' && p.lora !== null;
-  if (onGpu) await ftTrainOnGpu(id, tuned, p.steps, signal);
+  const report = (metrics: RunStep) => post({ id, event: 'ftstep', data: metrics });
+  // The engine's events after each step: the run ends at its last step (or an abort), where the
+  // loop says to validate.
+  let after: number | null = null;
+  const act = async (ev: StepEvents, sync: () => Promise<void>) => {
+    if (ev.evaluate) {
+      await sync();
+      after = (await tuned.validationLoss()).loss;
+    }
+  };
+  if (onGpu) await ftTrainOnGpu(tuned, signal, report, act);
   else {
-    for (let s = 0; s < p.steps && !signal.aborted; s++) {
-      const [metrics] = await tuned.train(1);
-      if (metrics) post({ id, event: 'ftstep', data: metrics });
+    while (!signal.aborted) {
+      const [step] = await tuned.train(1);
+      if (!step) break;
+      const { events, ...metrics } = step;
+      report(metrics);
+      await act(events, async () => {});
+      if (events.last) break;
       await yieldNow();
     }
   }
-  const after = (await tuned.validationLoss()).loss;
+  after ??= (await tuned.validationLoss()).loss; // stopped before the last step
   return { ...(await ftSummary(before, after)), backend: onGpu ? 'webgpu' : 'wasm' };
 }
 
 /**
  * LoRA on WebGPU: the fine-tuning engine's train program (frozen base, adapters, and for SFT
- * the loss mask) on a GPU, fed by the engine's batches and schedule; the trained adapters then
- * go back into the engine as an adapter file, so sampling and saving see them.
+ * the loss mask) on a GPU, fed by the engine's batches and schedule; each step's loss recorded by
+ * the engine (history, divergence); the trained adapters and their moments then go back into the
+ * engine tensor by tensor, so validation, sampling and saving see them.
  */
-async function ftTrainOnGpu(id: number, tuned: Engine, steps: number, signal: AbortSignal): Promise<void> {
-  const nav = scope.navigator as Navigator & { gpu?: GPU };
-  const adapter = nav.gpu ? await nav.gpu.requestAdapter({ powerPreference: 'high-performance' }) : null;
-  if (!adapter) throw new EngineError('no WebGPU adapter for fine-tuning', 'webgpu');
-  const device = await adapter.requestDevice({
-    requiredLimits: WebGPUBackend.requiredLimits(adapter),
-    requiredFeatures: WebGPUBackend.requiredFeatures(adapter),
-  });
+async function ftTrainOnGpu(
+  tuned: Engine,
+  signal: AbortSignal,
+  report: (metrics: RunStep) => void,
+  act: (ev: StepEvents, sync: () => Promise<void>) => Promise<void>,
+): Promise<void> {
+  const { device } = await gpuDevice();
   const be = new WebGPUBackend(device, kernelSource());
   try {
-    const baseWeights = decodeSafeTensors(await tuned.exportCheckpoint({ optimizer: false }), 'base weights');
-    const adapterFile = decodeSafeTensors(await tuned.exportAdapter(), 'adapter');
-    be.loadWeights([...baseWeights.tensors, ...adapterFile.tensors]);
+    be.loadWeights(engineTensors(tuned));
     const exec = await be.load(JSON.stringify(await tuned.exportProgram('train')));
     const lrs = new Map<number, number>();
+    let failure: unknown = null; // the engine refused a step's loss (training diverged)
     const t0 = performance.now();
     let last = t0;
     const trainer = new WebGPUTrainer(exec, {
       readEvery: 1,
       onLoss: (r) => {
+        if (failure) return;
         const now = performance.now();
-        const tokens = exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
         const seconds = (now - last) / 1000;
         last = now;
-        post({ id, event: 'ftstep', data: { step: r.step, loss: r.loss, lr: lrs.get(r.step) ?? 0, grad_norm: r.gradNorm, tokens, seconds, tokens_per_s: seconds > 0 ? tokens / seconds : 0, elapsed_s: (now - t0) / 1000 } });
+        try {
+          tuned.recordStep({ step: r.step, loss: r.loss, gradNorm: r.gradNorm, seconds });
+        } catch (err) {
+          failure = err;
+          return;
+        }
+        const tokens = exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
+        report({ step: r.step, loss: r.loss, lr: lrs.get(r.step) ?? 0, grad_norm: r.gradNorm, tokens, seconds, tokens_per_s: seconds > 0 ? tokens / seconds : 0, elapsed_s: (now - t0) / 1000 });
+        lrs.delete(r.step);
       },
-    }, 0);
-    for (let s = 0; s < steps && !signal.aborted; s++) {
+    }, (await tuned.info()).step);
+    const flush = async () => {
+      await trainer.flush();
+      if (failure) throw failure;
+    };
+    let synced = false;
+    const sync = async () => {
+      if (synced) return;
+      await flush();
+      await copyToEngine(tuned, be, trainer.step);
+      synced = true;
+    };
+    while (!signal.aborted) {
       const b = await tuned.nextBatch();
       lrs.set(b.step, b.lr);
       if (b.mask) exec.setInput('loss_mask', b.mask);
       trainer.trainStep(b.tokens, b.targets, b.lr);
-      if (trainer.step % 4 === 0) await trainer.flush();
+      synced = false;
+      const ev = tuned.eventsAfter(b.step);
+      await act(ev, sync);
+      if (ev.last) break;
+      if (trainer.step % 4 === 0) await flush();
+      else if (failure) throw failure;
       await yieldNow();
     }
-    await trainer.flush();
-    const trained = await be.read(adapterFile.tensors.map((t) => be.store.get(t.name)!));
-    const bytes = encodeSafeTensors({ metadata: adapterFile.metadata, tensors: adapterFile.tensors.map((t) => ({ ...t, data: trained.get(t.name)! })) });
-    await tuned.loadAdapter(bytes, 'the adapters trained on WebGPU');
+    await sync();
     exec.destroy();
   } finally {
     be.destroy();
