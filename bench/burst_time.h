@@ -12,20 +12,21 @@
 namespace bench {
 
 inline double seconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 template <class F>
 double burst_seconds_per_call(F&& f) {
-    const double w0 = seconds();
-    do f(); while (seconds() - w0 < 0.002);
-    int n = 0;
-    const double t0 = seconds();
-    do {
-        f();
-        n++;
-    } while (seconds() - t0 < 0.01);
-    return (seconds() - t0) / n;
+  const double w0 = seconds();
+  do f();
+  while (seconds() - w0 < 0.002);
+  int n = 0;
+  const double t0 = seconds();
+  do {
+    f();
+    n++;
+  } while (seconds() - t0 < 0.01);
+  return (seconds() - t0) / n;
 }
 
 }  // namespace bench

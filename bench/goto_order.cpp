@@ -14,25 +14,29 @@
 //   "cblk"    as "rows", with the loops ordered so that a 96 x 512 block of C stays in L2
 //             across the chunks (GotoBLAS keeps C's block in cache the same way).
 // Build and run:
-//   g++ -std=c++20 -O3 -march=native -I. bench/goto_order.cpp <build>/libptl_engine.a -lopenblas -lpthread -o /tmp/goto_order
-//   OPENBLAS_CORETYPE=SkylakeX taskset -c 0 /tmp/goto_order
+//   g++ -std=c++20 -O3 -march=native -I. bench/goto_order.cpp <build>/libptl_engine.a -lopenblas -lpthread -o
+//   /tmp/goto_order OPENBLAS_CORETYPE=SkylakeX taskset -c 0 /tmp/goto_order
 // Prints per shape each variant's GFLOP/s and, in brackets, its ratio to OpenBLAS; "ptl" is
 // linear_forward, "gKCxNC" the Goto order with those block sizes. A variant whose result differs
 // from sgemm's by more than 1e-4 relative says so (K = 2048 sums differ by ~1.5e-4: float order).
 #include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <vector>
+
 #include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/thread_pool.h"
 using namespace ptl::cpu;
 extern "C" void openblas_set_num_threads(int);
-static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+static double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 void goto_forward(float* C, const float* A, const float* W, int64_t M, int64_t N, int64_t K, int64_t kc, int64_t nc) {
   constexpr int64_t R = gemm::kRows, NC = gemm::kCols;
@@ -106,33 +110,67 @@ void chunk_forward(float* C, const float* A, const float* W, int64_t M, int64_t 
 }
 
 int main(int argc, char** argv) {
-  set_num_threads(1); openblas_set_num_threads(1);
-  struct S { const char* name; int64_t M, N, K; } shapes[] = {{"2048^3", 2048, 2048, 2048}, {"xl fc_out", 1024, 256, 1024}, {"huge fc_out", 2048, 256, 1024},
-    {"huge fc_in", 2048, 1024, 256}, {"massive fc_in", 1024, 1536, 384}, {"massive fc_out", 1024, 384, 1536}};
-  std::mt19937 rng(1); std::normal_distribution<float> nd;
+  set_num_threads(1);
+  openblas_set_num_threads(1);
+  struct S {
+    const char* name;
+    int64_t M, N, K;
+  } shapes[] = {{"2048^3", 2048, 2048, 2048},       {"xl fc_out", 1024, 256, 1024},
+                {"huge fc_out", 2048, 256, 1024},   {"huge fc_in", 2048, 1024, 256},
+                {"massive fc_in", 1024, 1536, 384}, {"massive fc_out", 1024, 384, 1536}};
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
   for (auto s : shapes) {
     std::vector<float> x(s.M * s.K), W(s.N * s.K), y(s.M * s.N), ref(s.M * s.N);
-    for (auto& v : x) v = nd(rng); for (auto& v : W) v = nd(rng);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.M, s.N, s.K, 1, x.data(), s.K, W.data(), s.K, 0, ref.data(), s.N);
-    struct V { const char* n; int64_t kc, nc; };
-    std::vector<V> vs = {{"ptl", 0, 0}, {"blas", 0, 0}, {"g512x512", 512, 512}, {"g384x384", 384, 384}, {"strips", -1, 0}, {"rows", -2, 0}, {"cblk", -3, 0}};
+    for (auto& v : x) v = nd(rng);
+    for (auto& v : W) v = nd(rng);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.M, s.N, s.K, 1, x.data(), s.K, W.data(), s.K, 0, ref.data(),
+                s.N);
+    struct V {
+      const char* n;
+      int64_t kc, nc;
+    };
+    std::vector<V> vs = {{"ptl", 0, 0},     {"blas", 0, 0},  {"g512x512", 512, 512}, {"g384x384", 384, 384},
+                         {"strips", -1, 0}, {"rows", -2, 0}, {"cblk", -3, 0}};
     std::vector<std::vector<double>> t(vs.size());
     const double fl = 2.0 * s.M * s.N * s.K;
     for (int rep = 0; rep < 9; rep++)
       for (size_t v = 0; v < vs.size(); v++) {
         double t0 = now();
-        if (v == 0) linear_forward(y.data(), x.data(), W.data(), nullptr, s.M, s.N, s.K);
-        else if (v == 1) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.M, s.N, s.K, 1, x.data(), s.K, W.data(), s.K, 0, y.data(), s.N);
-        else if (vs[v].kc == -1) strips_forward(y.data(), x.data(), W.data(), s.M, s.N, s.K);
-        else if (vs[v].kc == -2) chunk_forward(y.data(), x.data(), W.data(), s.M, s.N, s.K, 256, 192, s.N, false);
-        else if (vs[v].kc == -3) chunk_forward(y.data(), x.data(), W.data(), s.M, s.N, s.K, 256, 96, 512, true);
-        else goto_forward(y.data(), x.data(), W.data(), s.M, s.N, s.K, vs[v].kc, vs[v].nc);
+        if (v == 0)
+          linear_forward(y.data(), x.data(), W.data(), nullptr, s.M, s.N, s.K);
+        else if (v == 1)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.M, s.N, s.K, 1, x.data(), s.K, W.data(), s.K, 0,
+                      y.data(), s.N);
+        else if (vs[v].kc == -1)
+          strips_forward(y.data(), x.data(), W.data(), s.M, s.N, s.K);
+        else if (vs[v].kc == -2)
+          chunk_forward(y.data(), x.data(), W.data(), s.M, s.N, s.K, 256, 192, s.N, false);
+        else if (vs[v].kc == -3)
+          chunk_forward(y.data(), x.data(), W.data(), s.M, s.N, s.K, 256, 96, 512, true);
+        else
+          goto_forward(y.data(), x.data(), W.data(), s.M, s.N, s.K, vs[v].kc, vs[v].nc);
         t[v].push_back(now() - t0);
-        if (rep == 0) { double md = 0; for (size_t i = 0; i < y.size(); i++) md = std::max(md, (double)std::fabs(y[i] - ref[i]) / (1 + std::fabs(ref[i]))); if (md > 1e-4) std::printf("  %s WRONG %g\n", vs[v].n, md); }
+        if (rep == 0) {
+          double md = 0;
+          for (size_t i = 0; i < y.size(); i++)
+            md = std::max(md, (double)std::fabs(y[i] - ref[i]) / (1 + std::fabs(ref[i])));
+          if (md > 1e-4) std::printf("  %s WRONG %g\n", vs[v].n, md);
+        }
       }
     std::printf("%-15s", s.name);
-    double blas = 0; { auto b = t[1]; std::sort(b.begin(), b.end()); blas = fl / b[b.size()/2] / 1e9; }
-    for (size_t v = 0; v < vs.size(); v++) { auto b = t[v]; std::sort(b.begin(), b.end()); double g = fl / b[b.size()/2] / 1e9; std::printf(" %s %.0f (%.2f)", vs[v].n, g, g / blas); }
+    double blas = 0;
+    {
+      auto b = t[1];
+      std::sort(b.begin(), b.end());
+      blas = fl / b[b.size() / 2] / 1e9;
+    }
+    for (size_t v = 0; v < vs.size(); v++) {
+      auto b = t[v];
+      std::sort(b.begin(), b.end());
+      double g = fl / b[b.size() / 2] / 1e9;
+      std::printf(" %s %.0f (%.2f)", vs[v].n, g, g / blas);
+    }
     std::printf("\n");
   }
 }

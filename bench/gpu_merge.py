@@ -13,6 +13,7 @@ Output, one JSON object per line:
       speedup_vs_wasm = WASM SIMD+threads ms/step / WebGPU ms/step
   {"kind":"matmul_summary","tag"?,"layout","shape":"4096^3","ratio",...} and a per-tag geometric mean
 """
+
 import argparse
 import json
 import sys
@@ -59,23 +60,50 @@ def main():
         m = {"kind": "matmul"}
         if "tag" in o:
             m["tag"] = o["tag"]
-        m.update({"layout": o.get("layout", "fwd"), "shape": o["shape"], "M": o["M"], "N": o["N"], "K": o["K"],
-                  "webgpu_gflops": o["gflops"], "cublas_gflops": c["gflops"] if c else None,
-                  "ratio": round(o["gflops"] / c["gflops"], 3) if c else None, "kernel": o.get("kernel"),
-                  "max_rel_err": o.get("max_rel_err")})
+        m.update(
+            {
+                "layout": o.get("layout", "fwd"),
+                "shape": o["shape"],
+                "M": o["M"],
+                "N": o["N"],
+                "K": o["K"],
+                "webgpu_gflops": o["gflops"],
+                "cublas_gflops": c["gflops"] if c else None,
+                "ratio": round(o["gflops"] / c["gflops"], 3) if c else None,
+                "kernel": o.get("kernel"),
+                "max_rel_err": o.get("max_rel_err"),
+            }
+        )
         emit(m)
         if m["ratio"]:
             per_tag.setdefault(m.get("tag", ""), []).append(m)
     for tag, ms in per_tag.items():
         for m in ms:
             if m["shape"] == "4096^3":
-                emit({"kind": "matmul_summary", **({"tag": tag} if tag else {}), "layout": m["layout"], "shape": "4096^3",
-                      "webgpu_gflops": m["webgpu_gflops"], "cublas_gflops": m["cublas_gflops"], "ratio": m["ratio"]})
+                emit(
+                    {
+                        "kind": "matmul_summary",
+                        **({"tag": tag} if tag else {}),
+                        "layout": m["layout"],
+                        "shape": "4096^3",
+                        "webgpu_gflops": m["webgpu_gflops"],
+                        "cublas_gflops": m["cublas_gflops"],
+                        "ratio": m["ratio"],
+                    }
+                )
         rs = [m["ratio"] for m in ms if m["shape"] != "4096^3"]
         if rs:
-            emit({"kind": "matmul_summary", **({"tag": tag} if tag else {}), "shape": "presets' shapes", "count": len(rs),
-                  "ratio_geomean": round(math.exp(sum(math.log(r) for r in rs) / len(rs)), 3),
-                  "ratio_min": min(rs), "ratio_max": max(rs)})
+            emit(
+                {
+                    "kind": "matmul_summary",
+                    **({"tag": tag} if tag else {}),
+                    "shape": "presets' shapes",
+                    "count": len(rs),
+                    "ratio_geomean": round(math.exp(sum(math.log(r) for r in rs) / len(rs)), 3),
+                    "ratio_min": min(rs),
+                    "ratio_max": max(rs),
+                }
+            )
     tr = {o["preset"]: o for o in W if o.get("kind") == "train_step"}
     pt = {}
     for o in T:
@@ -89,18 +117,36 @@ def main():
         o = {"kind": "train", "preset": p}
         if g:
             tokens = round(g["tokens_per_s"] * g["ms_per_step"] / 1000)
-            o.update({"batch": g["batch"], "tokens_per_step": tokens, "webgpu_ms_per_step": g["ms_per_step"],
-                      "webgpu_tokens_per_s": g["tokens_per_s"], "webgpu_dispatches": g.get("dispatches")})
+            o.update(
+                {
+                    "batch": g["batch"],
+                    "tokens_per_step": tokens,
+                    "webgpu_ms_per_step": g["ms_per_step"],
+                    "webgpu_tokens_per_s": g["tokens_per_s"],
+                    "webgpu_dispatches": g.get("dispatches"),
+                }
+            )
         if best:
-            o.update({"pytorch_ms_per_step": best["ms_per_step"], "pytorch_variant": best["variant"],
-                      "pytorch_tokens_per_s": best["tokens_per_s"],
-                      "pytorch_python_ref_ms": ps.get("python_ref", {}).get("ms_per_step"),
-                      "pytorch_fused_ms": ps.get("fused", {}).get("ms_per_step")})
+            o.update(
+                {
+                    "pytorch_ms_per_step": best["ms_per_step"],
+                    "pytorch_variant": best["variant"],
+                    "pytorch_tokens_per_s": best["tokens_per_s"],
+                    "pytorch_python_ref_ms": ps.get("python_ref", {}).get("ms_per_step"),
+                    "pytorch_fused_ms": ps.get("fused", {}).get("ms_per_step"),
+                }
+            )
             if g:
                 o["speedup_vs_pytorch"] = round(best["ms_per_step"] / g["ms_per_step"], 2)
         if w:
-            o.update({"wasm_ms_per_step": w["ms_per_step"], "wasm_threads": w["threads"], "wasm_steps": w["steps"],
-                      "wasm_tokens_per_s": w["tokens_per_s"]})
+            o.update(
+                {
+                    "wasm_ms_per_step": w["ms_per_step"],
+                    "wasm_threads": w["threads"],
+                    "wasm_steps": w["steps"],
+                    "wasm_tokens_per_s": w["tokens_per_s"],
+                }
+            )
             if g:
                 o["speedup_vs_wasm"] = round(w["ms_per_step"] / g["ms_per_step"], 2)
         elif p in ws:

@@ -7,6 +7,7 @@ Without files: those of bench/results/ (one card's). The training table comes fr
 webgpu_vs_cuda file (`train` lines), the 4096³ table from a webgpu_matmul file (`matmul` lines
 with a `tag`; cuBLAS in the same run).
 """
+
 import argparse
 import glob
 import json
@@ -29,8 +30,10 @@ def machine(rows):
 
 def train_table(rows):
     print(f"\n#### Training step: WebGPU against PyTorch CUDA and WebAssembly; {machine(rows)}\n")
-    print("| preset | batch x ctx | WebGPU ms/step | WebGPU tokens/s | PyTorch CUDA ms/step | WebGPU vs PyTorch | "
-          "WASM ms/step | WebGPU vs WASM |")
+    print(
+        "| preset | batch x ctx | WebGPU ms/step | WebGPU tokens/s | PyTorch CUDA ms/step | WebGPU vs PyTorch | "
+        "WASM ms/step | WebGPU vs WASM |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         if r.get("kind") != "train" or "webgpu_ms_per_step" not in r:
@@ -38,12 +41,17 @@ def train_table(rows):
         ctx = r["tokens_per_step"] // r["batch"]
         wasm = f"{r['wasm_ms_per_step']:.1f}" if "wasm_ms_per_step" in r else "not run"
         vs_wasm = f"{r['speedup_vs_wasm']:.1f}x" if "speedup_vs_wasm" in r else "-"
-        print(f"| {r['preset']} | {r['batch']} x {ctx} | {r['webgpu_ms_per_step']:.2f} | {r['webgpu_tokens_per_s']:,} | "
-              f"{r['pytorch_ms_per_step']:.2f} | {r['speedup_vs_pytorch']:.2f}x | {wasm} | {vs_wasm} |")
+        print(
+            f"| {r['preset']} | {r['batch']} x {ctx} | {r['webgpu_ms_per_step']:.2f} | {r['webgpu_tokens_per_s']:,} | "
+            f"{r['pytorch_ms_per_step']:.2f} | {r['speedup_vs_pytorch']:.2f}x | {wasm} | {vs_wasm} |"
+        )
 
 
-LABELS = {"auto": "default choice", "off": "hand-written kernels only (linear_nt, linear_wide)",
-          "auto_norobust": "default, Dawn's robustness checks off"}
+LABELS = {
+    "auto": "default choice",
+    "off": "hand-written kernels only (linear_nt, linear_wide)",
+    "auto_norobust": "default, Dawn's robustness checks off",
+}
 
 
 def matmul_table(rows):
@@ -60,21 +68,33 @@ def matmul_table(rows):
     print("| cuBLAS fp32, TF32 off | " + " | ".join(f"{cublas[l]:,.0f}" for l in layouts if l in cublas) + " |")
     for tag in LABELS:
         if tag in at:
-            print(f"| {LABELS[tag]} | " + " | ".join(
-                f"{at[tag][l]['webgpu_gflops']:,.0f} ({at[tag][l]['ratio']:.2f})" for l in layouts if l in at[tag]) + " |")
-    shapes = [r["ratio"] for r in rows if r.get("kind") == "matmul" and r.get("tag") == "auto"
-              and r["shape"] != "4096^3" and r.get("ratio")]
+            print(
+                f"| {LABELS[tag]} | "
+                + " | ".join(
+                    f"{at[tag][l]['webgpu_gflops']:,.0f} ({at[tag][l]['ratio']:.2f})" for l in layouts if l in at[tag]
+                )
+                + " |"
+            )
+    shapes = [
+        r["ratio"]
+        for r in rows
+        if r.get("kind") == "matmul" and r.get("tag") == "auto" and r["shape"] != "4096^3" and r.get("ratio")
+    ]
     if shapes:
         g = math.exp(sum(math.log(x) for x in shapes) / len(shapes))
-        print(f"\nThe default at the presets' Linear shapes ({len(shapes)} shape x layout pairs): geometric mean of the "
-              f"ratio to cuBLAS {g:.2f}, from {min(shapes):.2f} to {max(shapes):.2f}.")
+        print(
+            f"\nThe default at the presets' Linear shapes ({len(shapes)} shape x layout pairs): geometric mean of the "
+            f"ratio to cuBLAS {g:.2f}, from {min(shapes):.2f} to {max(shapes):.2f}."
+        )
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*")
     a = ap.parse_args()
-    files = a.files or sorted(glob.glob("bench/results/webgpu_vs_cuda_*.jsonl") + glob.glob("bench/results/webgpu_matmul_*.jsonl"))
+    files = a.files or sorted(
+        glob.glob("bench/results/webgpu_vs_cuda_*.jsonl") + glob.glob("bench/results/webgpu_matmul_*.jsonl")
+    )
     if not files:
         sys.exit("gpu_table.py: no webgpu_vs_cuda_*.jsonl or webgpu_matmul_*.jsonl in bench/results (name the files)")
     for f in files:

@@ -10,6 +10,7 @@ one name apart), its cores and memory; with --gpu the card, its driver and its c
 (nvidia-smi). engine: `git describe --always --dirty` of the checkout when it is one, else
 $PTL_ENGINE_VERSION; ptl_version: `ptl --version` of the binary measured.
 """
+
 import argparse
 import json
 import os
@@ -80,8 +81,11 @@ def main():
     ap.add_argument("--gpu", action="store_true", help="add the GPU card (nvidia-smi)")
     ap.add_argument("--blas", help="the BLAS configuration of the peer")
     ap.add_argument("--peer", help="what the engine is compared against")
-    ap.add_argument("--card-slug", action="store_true",
-                    help="print only the short name of this machine's GPU card (for file names) and exit")
+    ap.add_argument(
+        "--card-slug",
+        action="store_true",
+        help="print only the short name of this machine's GPU card (for file names) and exit",
+    )
     a = ap.parse_args()
     if a.card_slug:
         g = gpu()

@@ -22,24 +22,25 @@ void on_term(int) { g_stop = true; }
 }  // namespace
 
 int main(int argc, char** argv) {
-    const size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 128;
-    if (mib == 0) {
-        std::fprintf(stderr, "memory_load: usage: memory_load [MiB per buffer, default 128]\n");
-        return 2;
-    }
-    const size_t n = mib << 20;
-    std::vector<char> a(n, 1), b(n, 2);
-    std::signal(SIGTERM, on_term);
-    std::signal(SIGINT, on_term);
-    const auto t0 = std::chrono::steady_clock::now();
-    size_t copies = 0;
-    while (!g_stop) {
-        std::memcpy(b.data(), a.data(), n);
-        std::memcpy(a.data(), b.data(), n);
-        copies += 2;
-    }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // A copy reads n bytes and writes n bytes.
-    std::fprintf(stderr, "memory_load: %.1f GB/s copied (read + write) over %.1f s\n", 2.0 * double(copies * n) / s / 1e9, s);
-    return 0;
+  const size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 128;
+  if (mib == 0) {
+    std::fprintf(stderr, "memory_load: usage: memory_load [MiB per buffer, default 128]\n");
+    return 2;
+  }
+  const size_t n = mib << 20;
+  std::vector<char> a(n, 1), b(n, 2);
+  std::signal(SIGTERM, on_term);
+  std::signal(SIGINT, on_term);
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t copies = 0;
+  while (!g_stop) {
+    std::memcpy(b.data(), a.data(), n);
+    std::memcpy(a.data(), b.data(), n);
+    copies += 2;
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // A copy reads n bytes and writes n bytes.
+  std::fprintf(stderr, "memory_load: %.1f GB/s copied (read + write) over %.1f s\n", 2.0 * double(copies * n) / s / 1e9,
+               s);
+  return 0;
 }

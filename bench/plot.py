@@ -9,6 +9,7 @@ count, with the speedup; a second panel shows ptl's 1 -> 2 thread speedup from `
 Needs matplotlib (Debian: apt-get install python3-matplotlib). Header lines ("kind": "header",
 bench/header.py) are skipped.
 """
+
 import argparse
 import json
 from collections import defaultdict
@@ -31,11 +32,18 @@ def read_jsonl(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results", nargs="?", default="bench/results/cpu_vs_pytorch.jsonl",
-                    help="JSON lines of bench/cpu_vs_pytorch (default bench/results/cpu_vs_pytorch.jsonl)")
+    ap.add_argument(
+        "results",
+        nargs="?",
+        default="bench/results/cpu_vs_pytorch.jsonl",
+        help="JSON lines of bench/cpu_vs_pytorch (default bench/results/cpu_vs_pytorch.jsonl)",
+    )
     ap.add_argument("--threads", type=int, default=2, help="the thread count of the first panel (default 2)")
-    ap.add_argument("--scaling", default="bench/results/cpu_threads.jsonl",
-                    help="JSON lines of ptl bench --json at 1 and 2 threads ('none': one panel)")
+    ap.add_argument(
+        "--scaling",
+        default="bench/results/cpu_threads.jsonl",
+        help="JSON lines of ptl bench --json at 1 and 2 threads ('none': one panel)",
+    )
     ap.add_argument("--out", default="docs/img/cpu_vs_pytorch.svg")
     args = ap.parse_args()
     if plt is None:
@@ -53,11 +61,17 @@ def main():
     x = range(len(rows))
     w = 0.38
     ax.bar([i - w / 2 for i in x], [r["ptl_ms_per_step"] for r in rows], w, label="ptl")
-    ax.bar([i + w / 2 for i in x], [r["pytorch_ms_per_step"] for r in rows], w,
-           label="PyTorch 1.13 + OpenBLAS (SkylakeX)")
+    ax.bar(
+        [i + w / 2 for i in x], [r["pytorch_ms_per_step"] for r in rows], w, label="PyTorch 1.13 + OpenBLAS (SkylakeX)"
+    )
     for i, r in enumerate(rows):
-        ax.annotate(f"{r['speedup']:.2f}x", (i, max(r["ptl_ms_per_step"], r["pytorch_ms_per_step"])),
-                    ha="center", va="bottom", fontsize=8)
+        ax.annotate(
+            f"{r['speedup']:.2f}x",
+            (i, max(r["ptl_ms_per_step"], r["pytorch_ms_per_step"])),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_yscale("log")
     ax.set_xticks(list(x))
     ax.set_xticklabels(presets)

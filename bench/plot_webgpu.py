@@ -7,6 +7,7 @@ PyTorch eager CUDA, per preset, with the issue's targets for the WASM curve.
 
 Without a file: the one bench/results/webgpu_vs_cuda_*.jsonl (name it when there are several).
 """
+
 import argparse
 import glob
 import json
@@ -40,13 +41,35 @@ x = list(range(len(names)))
 
 fig, ax = plt.subplots(figsize=(7.5, 4.2))
 wx = [i for i, r in zip(x, train) if "speedup_vs_wasm" in r]
-ax.plot(wx, [train[i]["speedup_vs_wasm"] for i in wx], "o-", color="C0", label=f"WebGPU / WASM SIMD+threads ({cores} threads)")
+ax.plot(
+    wx,
+    [train[i]["speedup_vs_wasm"] for i in wx],
+    "o-",
+    color="C0",
+    label=f"WebGPU / WASM SIMD+threads ({cores} threads)",
+)
 for i in wx:
-    ax.annotate(f'{train[i]["speedup_vs_wasm"]:.1f}x', (i, train[i]["speedup_vs_wasm"]), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8, color="C0")
+    ax.annotate(
+        f"{train[i]['speedup_vs_wasm']:.1f}x",
+        (i, train[i]["speedup_vs_wasm"]),
+        textcoords="offset points",
+        xytext=(0, 7),
+        ha="center",
+        fontsize=8,
+        color="C0",
+    )
 tx = [i for i, r in zip(x, train) if "target_speedup_vs_wasm" in r]
-ax.plot(tx, [train[i]["target_speedup_vs_wasm"] for i in tx], "s--", color="C7", label="target (original project's curve)")
+ax.plot(
+    tx, [train[i]["target_speedup_vs_wasm"] for i in tx], "s--", color="C7", label="target (original project's curve)"
+)
 px = [i for i, r in zip(x, train) if "speedup_vs_pytorch" in r]
-ax.plot(px, [train[i]["speedup_vs_pytorch"] for i in px], "^-", color="C3", label="WebGPU / PyTorch eager CUDA fp32 (same GPU)")
+ax.plot(
+    px,
+    [train[i]["speedup_vs_pytorch"] for i in px],
+    "^-",
+    color="C3",
+    label="WebGPU / PyTorch eager CUDA fp32 (same GPU)",
+)
 ax.axhline(1.0, color="k", lw=0.6)
 ax.set_yscale("log")
 ax.set_xticks(x)

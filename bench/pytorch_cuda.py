@@ -15,6 +15,7 @@ Prints one JSON line per measurement:
 Timing: matmul: CUDA events around `reps` back-to-back products (at least ~0.3 s) after warm-up;
 training: wall time of `steps` back-to-back steps between two torch.cuda.synchronize().
 """
+
 import argparse
 import json
 import sys
@@ -63,7 +64,10 @@ def bench_matmul(label, M, N, K, layout, dev):
         f()
         torch.cuda.synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record(); f(); e.record(); torch.cuda.synchronize()
+    s.record()
+    f()
+    e.record()
+    torch.cuda.synchronize()
     est = max(s.elapsed_time(e), 1e-3)
     n = min(5000, max(20, int(300 / est)))
     s.record()
@@ -72,8 +76,19 @@ def bench_matmul(label, M, N, K, layout, dev):
     e.record()
     torch.cuda.synchronize()
     ms = s.elapsed_time(e) / n
-    emit({"kind": "torch_matmul", "layout": layout, "shape": label, "M": M, "N": N, "K": K, "ms": round(ms, 4),
-          "gflops": float(f"{2 * M * N * K / (ms * 1e6):.4g}"), "rel_err": err})
+    emit(
+        {
+            "kind": "torch_matmul",
+            "layout": layout,
+            "shape": label,
+            "M": M,
+            "N": N,
+            "K": K,
+            "ms": round(ms, 4),
+            "gflops": float(f"{2 * M * N * K / (ms * 1e6):.4g}"),
+            "rel_err": err,
+        }
+    )
 
 
 def bench_train(preset, variant, steps, warmup, dev):
@@ -113,9 +128,19 @@ def bench_train(preset, variant, steps, warmup, dev):
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t0) * 1e3 / steps
     tokens = batch * cfg.ctx
-    emit({"kind": "torch_train", "preset": preset, "batch": batch, "variant": variant, "ms_per_step": round(ms, 3),
-          "tokens_per_s": round(tokens / ms * 1e3), "loss_first": first, "loss_last": loss.item(),
-          "max_memory_mib": round(torch.cuda.max_memory_allocated() / 2**20)})
+    emit(
+        {
+            "kind": "torch_train",
+            "preset": preset,
+            "batch": batch,
+            "variant": variant,
+            "ms_per_step": round(ms, 3),
+            "tokens_per_s": round(tokens / ms * 1e3),
+            "loss_first": first,
+            "loss_last": loss.item(),
+            "max_memory_mib": round(torch.cuda.max_memory_allocated() / 2**20),
+        }
+    )
 
 
 def main():
@@ -131,23 +156,39 @@ def main():
     presets = [p for p in a.presets.split(",") if p]
     layouts = [x for x in a.layouts.split(",") if x]
     # Every name checked before the GPU is touched (an unknown one used to run under its name).
-    for name, given, allowed in (("--presets", presets, list(PRESETS)), ("--layouts", layouts, ["fwd", "dx", "dW"]),
-                                 ("--variants", [v for v in a.variants.split(",") if v], ["python_ref", "fused"])):
+    for name, given, allowed in (
+        ("--presets", presets, list(PRESETS)),
+        ("--layouts", layouts, ["fwd", "dx", "dW"]),
+        ("--variants", [v for v in a.variants.split(",") if v], ["python_ref", "fused"]),
+    ):
         bad = [x for x in given if x not in allowed]
         if bad:
             ap.error(f"{name}: unknown {', '.join(bad)} (choose from {', '.join(allowed)})")
     if not torch.cuda.is_available():
         raise SystemExit("bench/pytorch_cuda.py: no CUDA device (this benchmark runs on the GPU machine)")
     dev = torch.device("cuda")
-    emit({"kind": "torch_env", "torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
-          "allow_tf32": torch.backends.cuda.matmul.allow_tf32, "float32_matmul_precision": torch.get_float32_matmul_precision()})
+    emit(
+        {
+            "kind": "torch_env",
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "device": torch.cuda.get_device_name(0),
+            "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        }
+    )
     modes = a.matmul.split(",")
     if "preset" in modes:
         for p in presets:
             c = PRESETS[p]
             M, d = c["batch"] * c["ctx"], c["d_model"]
             for l in layouts:
-                for label, N, K in ((f"{p} qkv/o", d, d), (f"{p} fc_in", 4 * d, d), (f"{p} fc_out", d, 4 * d), (f"{p} lm_head", 256, d)):
+                for label, N, K in (
+                    (f"{p} qkv/o", d, d),
+                    (f"{p} fc_in", 4 * d, d),
+                    (f"{p} fc_out", d, 4 * d),
+                    (f"{p} lm_head", 256, d),
+                ):
                     bench_matmul(label, M, N, K, l, dev)
     if "4096" in modes:
         for l in layouts:

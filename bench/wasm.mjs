@@ -34,41 +34,51 @@
 //
 // Environment: PTL_WASM_BUILD_DIR (default build-wasm), PTL_NATIVE_BIN (default
 // build-wasm/native/ptl), PTL_NATIVE128_BIN (default build-native128/ptl), PTL_DATA_DIR.
-import { execFileSync } from "node:child_process";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-import { benchArgs } from "./args.mjs";
+import { benchArgs } from './args.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const args = benchArgs(import.meta.url, ["presets", "builds", "env", "steps", "warmup", "warmup-s", "min-s", "rounds", "threads"], ["check"]);
-const presets = (args.presets ?? "tiny,small,medium").split(",");
-const builds = (args.builds ?? "scalar,simd,simd-threads").split(",");
-const envs = (args.env ?? "node").split(",");
-const fail = (msg) => { console.error(`bench/wasm.mjs: ${msg}`); process.exit(2); };
-for (const e of envs) if (e !== "node" && e !== "chromium") fail(`--env: unknown environment '${e}' (node, chromium)`);
-const PRESET_NAMES = ["tiny", "small", "medium", "large", "xl", "huge", "massive", "mega", "behemoth"];
-for (const p of presets) if (!PRESET_NAMES.includes(p)) fail(`--presets: unknown preset '${p}' (${PRESET_NAMES.join(", ")})`);
-for (const b of builds) if (!["scalar", "simd", "simd-threads", "memory64"].includes(b)) fail(`--builds: unknown build '${b}' (scalar, simd, simd-threads, memory64)`);
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const args = benchArgs(
+  import.meta.url,
+  ['presets', 'builds', 'env', 'steps', 'warmup', 'warmup-s', 'min-s', 'rounds', 'threads'],
+  ['check'],
+);
+const presets = (args.presets ?? 'tiny,small,medium').split(',');
+const builds = (args.builds ?? 'scalar,simd,simd-threads').split(',');
+const envs = (args.env ?? 'node').split(',');
+const fail = (msg) => {
+  console.error(`bench/wasm.mjs: ${msg}`);
+  process.exit(2);
+};
+for (const e of envs) if (e !== 'node' && e !== 'chromium') fail(`--env: unknown environment '${e}' (node, chromium)`);
+const PRESET_NAMES = ['tiny', 'small', 'medium', 'large', 'xl', 'huge', 'massive', 'mega', 'behemoth'];
+for (const p of presets)
+  if (!PRESET_NAMES.includes(p)) fail(`--presets: unknown preset '${p}' (${PRESET_NAMES.join(', ')})`);
+for (const b of builds)
+  if (!['scalar', 'simd', 'simd-threads', 'memory64'].includes(b))
+    fail(`--builds: unknown build '${b}' (scalar, simd, simd-threads, memory64)`);
 if (args.check) process.exit(0); // bench/wasm.sh: the options are good, go on with the builds
 const steps = Number(args.steps ?? 10);
 const warmup = Number(args.warmup ?? 2);
-const warmupS = Number(args["warmup-s"] ?? 2);
-const minS = Number(args["min-s"] ?? 1);
+const warmupS = Number(args['warmup-s'] ?? 2);
+const minS = Number(args['min-s'] ?? 1);
 const rounds = Number(args.rounds ?? 1);
 const maxSteps = 200;
-const cores = typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length;
+const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
 const threads = Number(args.threads ?? cores);
-const buildDir = process.env.PTL_WASM_BUILD_DIR ?? path.join(ROOT, "build-wasm");
-const nativeBin = process.env.PTL_NATIVE_BIN ?? path.join(buildDir, "native", "ptl");
-const native128Bin = process.env.PTL_NATIVE128_BIN ?? path.join(ROOT, "build-native128", "ptl");
+const buildDir = process.env.PTL_WASM_BUILD_DIR ?? path.join(ROOT, 'build-wasm');
+const nativeBin = process.env.PTL_NATIVE_BIN ?? path.join(buildDir, 'native', 'ptl');
+const native128Bin = process.env.PTL_NATIVE128_BIN ?? path.join(ROOT, 'build-native128', 'ptl');
 const data = process.env.PTL_DATA_DIR
-  ? path.join(process.env.PTL_DATA_DIR, "tinyshakespeare.txt")
-  : path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt");
+  ? path.join(process.env.PTL_DATA_DIR, 'tinyshakespeare.txt')
+  : path.join(ROOT, '..', 'shared', 'data', 'tinyshakespeare.txt');
 const corpus = fs.readFileSync(data);
-const { loadModule, Engine } = await import(path.join(ROOT, "web", "engine", "dist", "index.js"));
+const { loadModule, Engine } = await import(path.join(ROOT, 'web', 'engine', 'dist', 'index.js'));
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -81,10 +91,15 @@ const round = (x, d = 2) => (x === null || x === undefined ? null : +x.toFixed(d
 // seconds per step of the last call (the estimate that sizes a timed segment) and the losses.
 async function warmUp(train, o) {
   const losses = [];
-  let elapsed = 0, est = 0, warm = 0;
+  let elapsed = 0,
+    est = 0,
+    warm = 0;
   while (warm < o.warmup || elapsed < o.warmupS) {
     // What is still missing of both the step count and the time, in one call.
-    const n = warm === 0 ? 1 : Math.max(1, Math.min(o.maxSteps - warm, Math.max(Math.ceil((o.warmupS - elapsed) / est), o.warmup - warm)));
+    const n =
+      warm === 0
+        ? 1
+        : Math.max(1, Math.min(o.maxSteps - warm, Math.max(Math.ceil((o.warmupS - elapsed) / est), o.warmup - warm)));
     const m = await train(n);
     losses.push(...m.map((x) => x.loss));
     warm += n;
@@ -100,9 +115,29 @@ const planOptions = { warmup, steps, warmupS, minS, maxSteps };
 function ptlBench(bin, preset, nThreads, nSteps) {
   if (!fs.existsSync(bin)) return null;
   // --peak-gflops skips the 2048^3 calibration product (MFU is not used here).
-  const out = execFileSync(bin, ["bench", "--presets", preset, "--steps", String(nSteps), "--warmup", String(warmup),
-    "--threads", String(nThreads), "--json", "--peak-gflops", "1"], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
-  const line = out.trim().split("\n").map((l) => JSON.parse(l)).find((r) => r.preset === preset);
+  const out = execFileSync(
+    bin,
+    [
+      'bench',
+      '--presets',
+      preset,
+      '--steps',
+      String(nSteps),
+      '--warmup',
+      String(warmup),
+      '--threads',
+      String(nThreads),
+      '--json',
+      '--peak-gflops',
+      '1',
+    ],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const line = out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
+    .find((r) => r.preset === preset);
   return line.ms_per_step;
 }
 
@@ -117,7 +152,10 @@ async function nodeStart(variant, preset) {
       train: (n) => engine.train(n, { stepsPerChunk: n }),
       threads: module.build.num_threads ?? 1,
       runtime: nodeRuntime,
-      close: async () => { engine.dispose(); module.terminate(); },
+      close: async () => {
+        engine.dispose();
+        module.terminate();
+      },
     };
   } catch (e) {
     module.terminate();
@@ -130,7 +168,7 @@ async function nodeStart(variant, preset) {
 let chromium = null;
 async function chromiumPage() {
   if (chromium) return chromium;
-  const { openEnginePage } = await import(path.join(ROOT, "tests", "browser", "helpers.mjs"));
+  const { openEnginePage } = await import(path.join(ROOT, 'tests', 'browser', 'helpers.mjs'));
   chromium = await openEnginePage({ isolated: true });
   return chromium;
 }
@@ -141,9 +179,9 @@ async function chromiumStart(variant, preset) {
       const T = window.ptlTest;
       const { client, worker, build } = await T.startEngine({ variant, poolSize: threads });
       (window.benchEngines ??= {})[variant] = { client, worker };
-      await client.call("create", { config: { preset, train: { steps: 1000000 } } });
-      if (!window.benchCorpus) window.benchCorpus = await T.fetchBytes("/data/tinyshakespeare.txt");
-      await client.call("setCorpus", { corpus: window.benchCorpus });
+      await client.call('create', { config: { preset, train: { steps: 1000000 } } });
+      if (!window.benchCorpus) window.benchCorpus = await T.fetchBytes('/data/tinyshakespeare.txt');
+      await client.call('setCorpus', { corpus: window.benchCorpus });
       return { threads: build.num_threads ?? 1 };
     },
     { variant, preset, threads },
@@ -152,7 +190,7 @@ async function chromiumStart(variant, preset) {
   return {
     train: async (n) => {
       const m = await ctx.page.evaluate(
-        ({ variant, n }) => window.benchEngines[variant].client.call("train", { steps: n, stepsPerChunk: n }),
+        ({ variant, n }) => window.benchEngines[variant].client.call('train', { steps: n, stepsPerChunk: n }),
         { variant, n },
       );
       ctx.assertNoErrors();
@@ -160,10 +198,11 @@ async function chromiumStart(variant, preset) {
     },
     threads: info.threads,
     runtime: `chromium ${ctx.browser.version()}`,
-    close: () => ctx.page.evaluate((variant) => {
-      window.benchEngines[variant].worker.terminate();
-      delete window.benchEngines[variant];
-    }, variant),
+    close: () =>
+      ctx.page.evaluate((variant) => {
+        window.benchEngines[variant].worker.terminate();
+        delete window.benchEngines[variant];
+      }, variant),
   };
 }
 
@@ -179,17 +218,17 @@ function shuffle(xs) {
 const nodeRuntime = `node ${process.versions.node} (V8 ${process.versions.v8})`;
 // A model name such as "AMD EPYC" covers CPUs of different speeds: family and model tell a Zen 4
 // (25, model 17) from a Zen 5 (26).
-const cpuinfo = fs.existsSync("/proc/cpuinfo") ? fs.readFileSync("/proc/cpuinfo", "utf8") : "";
-const cpuField = (name) => cpuinfo.match(new RegExp(`^${name}\\s*: (.*)$`, "m"))?.[1];
-const cpuId = cpuField("cpu family") ? ` (family ${cpuField("cpu family")}, model ${cpuField("model")})` : "";
-const machine = `${os.cpus()[0]?.model ?? "cpu"}${cpuId}, ${cores} cores, load ${os.loadavg()[0].toFixed(1)} at start`;
+const cpuinfo = fs.existsSync('/proc/cpuinfo') ? fs.readFileSync('/proc/cpuinfo', 'utf8') : '';
+const cpuField = (name) => cpuinfo.match(new RegExp(`^${name}\\s*: (.*)$`, 'm'))?.[1];
+const cpuId = cpuField('cpu family') ? ` (family ${cpuField('cpu family')}, model ${cpuField('model')})` : '';
+const machine = `${os.cpus()[0]?.model ?? 'cpu'}${cpuId}, ${cores} cores, load ${os.loadavg()[0].toFixed(1)} at start`;
 try {
   for (const preset of presets) {
-    const info = JSON.parse(execFileSync(nativeBin, ["info", "--preset", preset, "--json"], { encoding: "utf8" }));
+    const info = JSON.parse(execFileSync(nativeBin, ['info', '--preset', preset, '--json'], { encoding: 'utf8' }));
     const tokens = info.training_memory.batch * info.model_config.ctx; // per step
     for (const env of envs) {
       const available = builds.filter((build) => {
-        if (fs.existsSync(path.join(buildDir, build, "ptl_engine.wasm"))) return true;
+        if (fs.existsSync(path.join(buildDir, build, 'ptl_engine.wasm'))) return true;
         console.error(`bench/wasm.mjs: ${build} not built (wasm/build.sh ${build}); skipped`);
         return false;
       });
@@ -198,17 +237,25 @@ try {
       try {
         for (const build of available) {
           console.error(`bench/wasm.mjs: ${preset} ${env} ${build}: start and warm up`);
-          const h = env === "node" ? await nodeStart(build, preset) : await chromiumStart(build, preset);
+          const h = env === 'node' ? await nodeStart(build, preset) : await chromiumStart(build, preset);
           runs.set(build, h);
           const w = await warmUp(h.train, planOptions);
-          Object.assign(h, { warm: w.warm, losses: w.losses, steps: 0, round_ms: [],
-            segment: Math.min(maxSteps, Math.max(steps, Math.ceil(minS / w.est))) });
+          Object.assign(h, {
+            warm: w.warm,
+            losses: w.losses,
+            steps: 0,
+            round_ms: [],
+            segment: Math.min(maxSteps, Math.max(steps, Math.ceil(minS / w.est))),
+          });
         }
         // Native at the thread counts of the builds (1 for the single-thread ones), as long a
         // run as the builds' segments at that count.
         const natives = new Map();
         for (const h of runs.values())
-          for (const [name, bin] of [["native", nativeBin], ["native128", native128Bin]]) {
+          for (const [name, bin] of [
+            ['native', nativeBin],
+            ['native128', native128Bin],
+          ]) {
             const key = `${name} ${h.threads}`;
             if (!fs.existsSync(bin)) console.error(`bench/wasm.mjs: ${bin} not built; its column is null`);
             else if (!natives.has(key)) natives.set(key, { bin, threads: h.threads, segment: h.segment, round_ms: [] });
@@ -216,7 +263,7 @@ try {
         const jobs = [...runs.keys(), ...natives.keys()];
         for (let k = 0; k < rounds; k++) {
           const order = shuffle(jobs);
-          console.error(`bench/wasm.mjs: ${preset} ${env} round ${k + 1} of ${rounds}: ${order.join(", ")}`);
+          console.error(`bench/wasm.mjs: ${preset} ${env} round ${k + 1} of ${rounds}: ${order.join(', ')}`);
           for (const job of order) {
             if (natives.has(job)) {
               const n = natives.get(job);
@@ -235,17 +282,32 @@ try {
           ref ??= h.losses;
           const ms = median(h.round_ms);
           const nat = natives.has(`native ${h.threads}`) ? median(natives.get(`native ${h.threads}`).round_ms) : null;
-          const nat128 = natives.has(`native128 ${h.threads}`) ? median(natives.get(`native128 ${h.threads}`).round_ms) : null;
+          const nat128 = natives.has(`native128 ${h.threads}`)
+            ? median(natives.get(`native128 ${h.threads}`).round_ms)
+            : null;
           const n = Math.min(ref.length, h.losses.length);
           const maxRel = Math.max(...h.losses.slice(0, n).map((l, i) => Math.abs(l - ref[i]) / Math.abs(ref[i])));
-          console.log(JSON.stringify({
-            preset, build, env, threads: h.threads,
-            ms_per_step: round(ms), tokens_per_s: Math.round((1000 * tokens) / ms),
-            native_ms_per_step: round(nat), native128_ms_per_step: round(nat128),
-            vs_native: nat ? round(nat / ms, 3) : null, vs_native128: nat128 ? round(nat128 / ms, 3) : null,
-            loss_match: maxRel, steps: h.steps, warmup_steps: h.warm, rounds: h.round_ms.length,
-            round_ms: h.round_ms.map((x) => round(x)), runtime: h.runtime, machine,
-          }));
+          console.log(
+            JSON.stringify({
+              preset,
+              build,
+              env,
+              threads: h.threads,
+              ms_per_step: round(ms),
+              tokens_per_s: Math.round((1000 * tokens) / ms),
+              native_ms_per_step: round(nat),
+              native128_ms_per_step: round(nat128),
+              vs_native: nat ? round(nat / ms, 3) : null,
+              vs_native128: nat128 ? round(nat128 / ms, 3) : null,
+              loss_match: maxRel,
+              steps: h.steps,
+              warmup_steps: h.warm,
+              rounds: h.round_ms.length,
+              round_ms: h.round_ms.map((x) => round(x)),
+              runtime: h.runtime,
+              machine,
+            }),
+          );
         }
       } finally {
         for (const h of runs.values()) await h.close();

@@ -10,6 +10,7 @@ over native128 (>= 0.6x). With --svg, a log-scale bar chart of ms/step per prese
 Lines that are not JSON objects with "preset" and "build" are skipped (the header line of
 bench/header.py, progress output); the header's machine and engine are printed under the tables.
 """
+
 import argparse
 import json
 import sys
@@ -22,7 +23,7 @@ ENV_ORDER = ["node", "chromium"]
 def load(paths):
     rows, headers = [], []
     for p in paths:
-        with (sys.stdin if p == "-" else open(p)) as f:
+        with sys.stdin if p == "-" else open(p) as f:
             for line in f:
                 line = line.strip()
                 if not line.startswith("{"):
@@ -35,9 +36,11 @@ def load(paths):
                     headers.append(r)
                 elif "preset" in r and "build" in r and "ms_per_step" in r:
                     rows.append(r)
-    key = lambda r: (PRESET_ORDER.index(r["preset"]) if r["preset"] in PRESET_ORDER else 99,
-                     ENV_ORDER.index(r.get("env", "node")) if r.get("env", "node") in ENV_ORDER else 9,
-                     BUILD_ORDER.index(r["build"]) if r["build"] in BUILD_ORDER else 9)
+    key = lambda r: (
+        PRESET_ORDER.index(r["preset"]) if r["preset"] in PRESET_ORDER else 99,
+        ENV_ORDER.index(r.get("env", "node")) if r.get("env", "node") in ENV_ORDER else 9,
+        BUILD_ORDER.index(r["build"]) if r["build"] in BUILD_ORDER else 9,
+    )
     return sorted(rows, key=key), headers
 
 
@@ -57,8 +60,10 @@ def compact(rows):
     builds = [b for b in BUILD_ORDER if any(r["build"] == b for r in rows)]
     nt = max((r.get("threads") or 1) for r in rows)
     head = [f"{b} ({nt} threads)" if b == "simd-threads" else b for b in builds]
-    out = ["| preset | env | " + " | ".join(head) + f" | native128, 1 / {nt} threads | native, 1 / {nt} threads |",
-           "| --- | --- |" + " ---: |" * (len(builds) + 2)]
+    out = [
+        "| preset | env | " + " | ".join(head) + f" | native128, 1 / {nt} threads | native, 1 / {nt} threads |",
+        "| --- | --- |" + " ---: |" * (len(builds) + 2),
+    ]
     groups = {}
     for r in rows:
         groups.setdefault((r["preset"], r.get("env", "node")), {})[r["build"]] = r
@@ -66,26 +71,42 @@ def compact(rows):
         one = next((g[b] for b in ("simd", "scalar", "memory64") if b in g), None)
         many = g.get("simd-threads")
         nat = lambda key: " / ".join(fmt(x.get(key)) if x else "–" for x in (one, many))
-        out.append(f"| {preset} | {env} | " + " | ".join(fmt(g[b]["ms_per_step"]) if b in g else "–" for b in builds)
-                   + f" | {nat('native128_ms_per_step')} | {nat('native_ms_per_step')} |")
+        out.append(
+            f"| {preset} | {env} | "
+            + " | ".join(fmt(g[b]["ms_per_step"]) if b in g else "–" for b in builds)
+            + f" | {nat('native128_ms_per_step')} | {nat('native_ms_per_step')} |"
+        )
     return "\n".join(out)
 
 
 def tables(rows):
     out = ["ms per training step (median of the rounds):", "", compact(rows), "", "Every measurement:", ""]
-    out.append("| preset | env | build | threads | ms/step | tokens/s | native ms/step | native128 ms/step | speed vs native128 | speed vs native | ms/step per round |")
+    out.append(
+        "| preset | env | build | threads | ms/step | tokens/s | native ms/step | native128 ms/step | speed vs native128 | speed vs native | ms/step per round |"
+    )
     out.append("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
-        out.append("| {} | {} | {} | {} | {} | {:,} | {} | {} | {} | {} | {} |".format(
-            r["preset"], r.get("env", "node"), r["build"], r.get("threads", "?"), fmt(r["ms_per_step"]),
-            int(r.get("tokens_per_s") or 0), fmt(r.get("native_ms_per_step")), fmt(r.get("native128_ms_per_step")),
-            fmt(ratio(r.get("native128_ms_per_step"), r["ms_per_step"]), 2, "x"),
-            fmt(ratio(r.get("native_ms_per_step"), r["ms_per_step"]), 2, "x"),
-            ", ".join(fmt(x) for x in r.get("round_ms", [])) or "–"))
+        out.append(
+            "| {} | {} | {} | {} | {} | {:,} | {} | {} | {} | {} | {} |".format(
+                r["preset"],
+                r.get("env", "node"),
+                r["build"],
+                r.get("threads", "?"),
+                fmt(r["ms_per_step"]),
+                int(r.get("tokens_per_s") or 0),
+                fmt(r.get("native_ms_per_step")),
+                fmt(r.get("native128_ms_per_step")),
+                fmt(ratio(r.get("native128_ms_per_step"), r["ms_per_step"]), 2, "x"),
+                fmt(ratio(r.get("native_ms_per_step"), r["ms_per_step"]), 2, "x"),
+                ", ".join(fmt(x) for x in r.get("round_ms", [])) or "–",
+            )
+        )
     out.append("")
     out.append("Speed ratios (higher is faster; targets from issue 4 in brackets):")
     out.append("")
-    out.append("| preset | env | SIMD / scalar (≥ 2.5x) | SIMD+threads / SIMD (≥ 1.8x) | best build / native128 (≥ 0.6x) | best build / native |")
+    out.append(
+        "| preset | env | SIMD / scalar (≥ 2.5x) | SIMD+threads / SIMD (≥ 1.8x) | best build / native128 (≥ 0.6x) | best build / native |"
+    )
     out.append("| --- | --- | ---: | ---: | ---: | ---: |")
     groups = {}
     for r in rows:
@@ -97,10 +118,17 @@ def tables(rows):
         wasm32 = [b for b in g if b != "memory64"] or list(g)
         best = min(wasm32, key=lambda b: g[b]["ms_per_step"])
         b = g[best]
-        out.append("| {} | {} | {} | {} | {} ({}) | {} |".format(
-            preset, env, fmt(simd_scalar, 2, "x"), fmt(threads_simd, 2, "x"),
-            fmt(ratio(b.get("native128_ms_per_step"), b["ms_per_step"]), 2, "x"), best,
-            fmt(ratio(b.get("native_ms_per_step"), b["ms_per_step"]), 2, "x")))
+        out.append(
+            "| {} | {} | {} | {} | {} ({}) | {} |".format(
+                preset,
+                env,
+                fmt(simd_scalar, 2, "x"),
+                fmt(threads_simd, 2, "x"),
+                fmt(ratio(b.get("native128_ms_per_step"), b["ms_per_step"]), 2, "x"),
+                best,
+                fmt(ratio(b.get("native_ms_per_step"), b["ms_per_step"]), 2, "x"),
+            )
+        )
     runtimes = sorted({r.get("runtime", "?") for r in rows})
     machines = sorted({r.get("machine", "?") for r in rows})
     out.append("")
@@ -110,6 +138,7 @@ def tables(rows):
 
 def plot(rows, path):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -150,8 +179,12 @@ def plot(rows, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="*", default=["bench/results/wasm.jsonl"],
-                    help="JSON-lines files from bench/wasm.sh ('-' = stdin; default bench/results/wasm.jsonl)")
+    ap.add_argument(
+        "files",
+        nargs="*",
+        default=["bench/results/wasm.jsonl"],
+        help="JSON-lines files from bench/wasm.sh ('-' = stdin; default bench/results/wasm.jsonl)",
+    )
     ap.add_argument("--svg", help="write a bar chart here")
     a = ap.parse_args()
     rows, headers = load(a.files)
@@ -159,8 +192,10 @@ def main():
         sys.exit("wasm_table.py: no bench/wasm.mjs lines found in " + ", ".join(a.files))
     print(tables(rows))
     for h in headers:
-        print(f"\n{h['machine'].get('cpu')}, {h['machine'].get('cores')} cores; engine {h.get('engine')}; "
-              f"`{h.get('command')}`")
+        print(
+            f"\n{h['machine'].get('cpu')}, {h['machine'].get('cores')} cores; engine {h.get('engine')}; "
+            f"`{h.get('command')}`"
+        )
     if a.svg:
         plot(rows, a.svg)
         print(f"\n(plot: {a.svg})", file=sys.stderr)

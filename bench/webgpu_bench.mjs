@@ -36,7 +36,31 @@ import { fileURLToPath } from 'node:url';
 
 import { benchArgs } from './args.mjs';
 
-const args = benchArgs(import.meta.url, ["attn-rows", "bk", "dawn", "layouts", "ln-variants", "matmul", "min-ms", "presets", "ptl", "repeat", "reps", "split", "steps", "tag", "tile", "tiled", "train", "warm-s", "warmup"], ['layernorm', 'nt', 'profile']);
+const args = benchArgs(
+  import.meta.url,
+  [
+    'attn-rows',
+    'bk',
+    'dawn',
+    'layouts',
+    'ln-variants',
+    'matmul',
+    'min-ms',
+    'presets',
+    'ptl',
+    'repeat',
+    'reps',
+    'split',
+    'steps',
+    'tag',
+    'tile',
+    'tiled',
+    'train',
+    'warm-s',
+    'warmup',
+  ],
+  ['layernorm', 'nt', 'profile'],
+);
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.join(ROOT, 'web', 'webgpu', 'dist');
@@ -61,7 +85,10 @@ const PRESETS = {
 const presetArg = String(args.presets ?? 'tiny,small,medium,large,xl,huge,massive,mega,behemoth');
 const presets = presetArg === 'all' ? Object.keys(PRESETS) : presetArg.split(',').filter(Boolean);
 for (const p of presets) {
-  if (!PRESETS[p]) { console.error(`bench/webgpu_bench.mjs: unknown preset '${p}' (${Object.keys(PRESETS).join(', ')}, or all)`); process.exit(2); }
+  if (!PRESETS[p]) {
+    console.error(`bench/webgpu_bench.mjs: unknown preset '${p}' (${Object.keys(PRESETS).join(', ')}, or all)`);
+    process.exit(2);
+  }
 }
 const matmulMode = String(args.matmul ?? 'preset,4096');
 const steps = Number(args.steps ?? 20);
@@ -69,7 +96,9 @@ const warmup = Number(args.warmup ?? 3);
 const reps = Number(args.reps ?? 20);
 const warmS = Number(args['warm-s'] ?? 0.5);
 const minMs = Number(args['min-ms'] ?? 300);
-const layouts = String(args.layouts ?? 'fwd').split(',').filter(Boolean);
+const layouts = String(args.layouts ?? 'fwd')
+  .split(',')
+  .filter(Boolean);
 const doTrain = String(args.train ?? '1') !== '0';
 const tag = args.tag ? String(args.tag) : undefined;
 const ptl = String(args.ptl ?? process.env.PTL ?? path.join(ROOT, 'build-gpu', 'ptl'));
@@ -83,18 +112,55 @@ const ntOpt = args.nt === undefined ? 'auto' : String(args.nt) !== '0';
 // every shape is measured with each in turn, tagged with the variant).
 // Besides configs of the generated kernel: auto (the default choice), off (the choice without the
 // generated kernel), t64 (linear.wgsl), nt (linear_nt for the forward, linear_wide otherwise), wide.
-const tiledList = String(args.tiled ?? 'auto').split(',').filter(Boolean);
-const variantOptions = (cfg) => ({ t64: { matmulTiled: 'off', matmulTile: 64 }, nt: { matmulTiled: 'off', matmulTile: 128, matmulNT: true },
-  wide: { matmulTiled: 'off', matmulTile: 128, matmulNT: false } })[cfg] ?? { matmulTiled: cfg };
-const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : [], { matmulTile: tileOpt, matmulSplit: splitOpt, attentionRows: rowsOpt, matmulBK: bkOpt, matmulNT: ntOpt, ...variantOptions(tiledList[0]) });
+const tiledList = String(args.tiled ?? 'auto')
+  .split(',')
+  .filter(Boolean);
+const variantOptions = (cfg) =>
+  ({
+    t64: { matmulTiled: 'off', matmulTile: 64 },
+    nt: { matmulTiled: 'off', matmulTile: 128, matmulNT: true },
+    wide: { matmulTiled: 'off', matmulTile: 128, matmulNT: false },
+  })[cfg] ?? { matmulTiled: cfg };
+const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : [], {
+  matmulTile: tileOpt,
+  matmulSplit: splitOpt,
+  attentionRows: rowsOpt,
+  matmulBK: bkOpt,
+  matmulNT: ntOpt,
+  ...variantOptions(tiledList[0]),
+});
 const { backend: be, device } = gpu;
 const { WebGPUBackend } = await import(path.join(DIST, 'index.js'));
-const baseOptions = { matmulTile: tileOpt, matmulSplit: splitOpt, attentionRows: rowsOpt, matmulBK: bkOpt, matmulNT: ntOpt };
-const variants = tiledList.map((cfg, i) => ({ cfg, be: i === 0 ? be : new WebGPUBackend(device, be.kernels, { ...baseOptions, ...variantOptions(cfg) }) }));
+const baseOptions = {
+  matmulTile: tileOpt,
+  matmulSplit: splitOpt,
+  attentionRows: rowsOpt,
+  matmulBK: bkOpt,
+  matmulNT: ntOpt,
+};
+const variants = tiledList.map((cfg, i) => ({
+  cfg,
+  be: i === 0 ? be : new WebGPUBackend(device, be.kernels, { ...baseOptions, ...variantOptions(cfg) }),
+}));
 const vtag = (cfg) => (tiledList.length > 1 ? (tag ? `${tag}:${cfg}` : cfg) : tag);
 const emit = (o, tg = tag) => console.log(JSON.stringify(tg === undefined ? o : { tag: tg, ...o }));
-const summary = { kind: 'summary', adapter: gpu.description, layernorm: [], matmul_tile: tileOpt, matmul_bk: bkOpt, matmul_nt: ntOpt, matmul_tiled: tiledList.join(','), maxComputeWorkgroupStorageSize: device.limits.maxComputeWorkgroupStorageSize, matmul_split: splitOpt, attention_rows: rowsOpt, dawn: args.dawn ?? null, features: [...gpu.adapter.features].filter((f) => /subgroup|timestamp|f16/.test(f)),
-  maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize, matmul: [], train: [] };
+const summary = {
+  kind: 'summary',
+  adapter: gpu.description,
+  layernorm: [],
+  matmul_tile: tileOpt,
+  matmul_bk: bkOpt,
+  matmul_nt: ntOpt,
+  matmul_tiled: tiledList.join(','),
+  maxComputeWorkgroupStorageSize: device.limits.maxComputeWorkgroupStorageSize,
+  matmul_split: splitOpt,
+  attention_rows: rowsOpt,
+  dawn: args.dawn ?? null,
+  features: [...gpu.adapter.features].filter((f) => /subgroup|timestamp|f16/.test(f)),
+  maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize,
+  matmul: [],
+  train: [],
+};
 
 function lcg(seed) {
   let s = seed >>> 0;
@@ -134,7 +200,8 @@ async function benchMatmul(label, M, N, K, layout = 'fwd', repeat = 1) {
   }
   const program = { format: 'ptl-program', version: 1, name: `matmul ${layout} ${label}`, tensors, ops: [op] };
   const r = lcg(M * 31 + N * 7 + K);
-  const x = Float32Array.from({ length: M * K }, r), W = Float32Array.from({ length: N * K }, r);
+  const x = Float32Array.from({ length: M * K }, r),
+    W = Float32Array.from({ length: N * K }, r);
   let dy;
   if (layout !== 'fwd') dy = Float32Array.from({ length: M * N }, r);
   for (const v of variants) {
@@ -161,27 +228,57 @@ async function benchMatmul(label, M, N, K, layout = 'fwd', repeat = 1) {
     const out = await ex.read(layout === 'fwd' ? 'y' : layout);
     let maxRel = 0;
     for (let s = 0; s < 16; s++) {
-      let ref = 0, mag = 0, got;
+      let ref = 0,
+        mag = 0,
+        got;
       if (layout === 'fwd') {
-        const i = (s * 7919) % M, j = (s * 104729) % N;
-        for (let k = 0; k < K; k++) { ref += x[i * K + k] * W[j * K + k]; mag += Math.abs(x[i * K + k] * W[j * K + k]); }
+        const i = (s * 7919) % M,
+          j = (s * 104729) % N;
+        for (let k = 0; k < K; k++) {
+          ref += x[i * K + k] * W[j * K + k];
+          mag += Math.abs(x[i * K + k] * W[j * K + k]);
+        }
         got = out[i * N + j];
       } else if (layout === 'dx') {
-        const i = (s * 7919) % M, k = (s * 104729) % K;
-        for (let j = 0; j < N; j++) { ref += dy[i * N + j] * W[j * K + k]; mag += Math.abs(dy[i * N + j] * W[j * K + k]); }
+        const i = (s * 7919) % M,
+          k = (s * 104729) % K;
+        for (let j = 0; j < N; j++) {
+          ref += dy[i * N + j] * W[j * K + k];
+          mag += Math.abs(dy[i * N + j] * W[j * K + k]);
+        }
         got = out[i * K + k];
       } else {
-        const j = (s * 7919) % N, k = (s * 104729) % K;
-        for (let i = 0; i < M; i++) { ref += dy[i * N + j] * x[i * K + k]; mag += Math.abs(dy[i * N + j] * x[i * K + k]); }
+        const j = (s * 7919) % N,
+          k = (s * 104729) % K;
+        for (let i = 0; i < M; i++) {
+          ref += dy[i * N + j] * x[i * K + k];
+          mag += Math.abs(dy[i * N + j] * x[i * K + k]);
+        }
         got = out[j * K + k];
       }
       maxRel = Math.max(maxRel, Math.abs(got - ref) / Math.max(mag, 1e-30));
     }
-    const kname = (sp) => (sp.kernel === 'linear_tiled' ? `tiled:${tiledName(sp.defines)}` : `${sp.kernel}${sp.defines?.BK ? `/bk${sp.defines.BK}` : ''}`);
-    const kernel = ex.specs ? [...new Set(ex.specs.map((sp) => `${kname(sp)}${/split/.test(sp.label) ? '+split' : ''}`))].join(',') : undefined;
+    const kname = (sp) =>
+      sp.kernel === 'linear_tiled'
+        ? `tiled:${tiledName(sp.defines)}`
+        : `${sp.kernel}${sp.defines?.BK ? `/bk${sp.defines.BK}` : ''}`;
+    const kernel = ex.specs
+      ? [...new Set(ex.specs.map((sp) => `${kname(sp)}${/split/.test(sp.label) ? '+split' : ''}`))].join(',')
+      : undefined;
     ex.destroy();
     const gf = (t) => +((2 * M * N * K) / (t * 1e6)).toPrecision(4);
-    const o = { kind: 'matmul', layout, shape: label, M, N, K, ms: +ms.toFixed(4), gflops: gf(ms), max_rel_err: maxRel, kernel };
+    const o = {
+      kind: 'matmul',
+      layout,
+      shape: label,
+      M,
+      N,
+      K,
+      ms: +ms.toFixed(4),
+      gflops: gf(ms),
+      max_rel_err: maxRel,
+      kernel,
+    };
     if (repeat > 1) Object.assign(o, { repeats: repeat, gflops_best: gf(sorted[0]), gflops_all: all.map(gf) });
     summary.matmul.push({ variant: v.cfg, layout, shape: label, gflops: o.gflops });
     emit(o, vtag(v.cfg));
@@ -201,7 +298,8 @@ if (matmulMode !== 'none') {
         await benchMatmul(`${p} lm_head`, M, 256, c.d, l);
       }
     }
-  if (modes.includes('4096')) for (const l of layouts) await benchMatmul('4096^3', 4096, 4096, 4096, l, Number(args.repeat ?? 1));
+  if (modes.includes('4096'))
+    for (const l of layouts) await benchMatmul('4096^3', 4096, 4096, 4096, l, Number(args.repeat ?? 1));
 }
 
 // ---- layernorm: forward and backward per variant of the row reductions ----------------------------
@@ -209,24 +307,48 @@ async function benchLayernorm(N, C, variantNames, repeat = 1) {
   const eps = 1e-5;
   // mean and rstd are 'state' (kept in the variant's store): the backward reads what its forward wrote.
   const st = (name, shape) => ({ ...t(name, shape), kind: 'state' });
-  const fwd = { format: 'ptl-program', version: 1, name: `layernorm ${N}x${C}`,
+  const fwd = {
+    format: 'ptl-program',
+    version: 1,
+    name: `layernorm ${N}x${C}`,
     tensors: [t('x', [N, C]), t('w', [C]), t('b', [C]), t('y', [N, C]), st('mean', [N]), st('rstd', [N])],
-    ops: [{ op: 'layernorm', inputs: [0, 1, 2], outputs: [3, 4, 5], attrs: { eps } }] };
-  const bwd = (dwdb) => ({ format: 'ptl-program', version: 1, name: `layernorm_backward ${N}x${C}${dwdb ? '' : ' dx'}`,
-    tensors: [t('dy', [N, C]), t('x', [N, C]), t('w', [C]), st('mean', [N]), st('rstd', [N]), t('dx', [N, C]), t('dw', [C]), t('db', [C])],
-    ops: [{ op: 'layernorm_backward', inputs: [0, 1, 2, 3, 4], outputs: dwdb ? [5, 6, 7] : [5, -1, -1], attrs: {} }] });
+    ops: [{ op: 'layernorm', inputs: [0, 1, 2], outputs: [3, 4, 5], attrs: { eps } }],
+  };
+  const bwd = (dwdb) => ({
+    format: 'ptl-program',
+    version: 1,
+    name: `layernorm_backward ${N}x${C}${dwdb ? '' : ' dx'}`,
+    tensors: [
+      t('dy', [N, C]),
+      t('x', [N, C]),
+      t('w', [C]),
+      st('mean', [N]),
+      st('rstd', [N]),
+      t('dx', [N, C]),
+      t('dw', [C]),
+      t('db', [C]),
+    ],
+    ops: [{ op: 'layernorm_backward', inputs: [0, 1, 2, 3, 4], outputs: dwdb ? [5, 6, 7] : [5, -1, -1], attrs: {} }],
+  });
   const r = lcg(N * 7 + C);
   const x = Float32Array.from({ length: N * C }, () => r() * 2 + 0.5);
   const dy = Float32Array.from({ length: N * C }, r);
-  const w = Float32Array.from({ length: C }, () => 1 + 0.1 * r()), b = Float32Array.from({ length: C }, () => 0.1 * r());
+  const w = Float32Array.from({ length: C }, () => 1 + 0.1 * r()),
+    b = Float32Array.from({ length: C }, () => 0.1 * r());
   const runs = [];
   for (const v of variantNames) {
     try {
       const vb = new WebGPUBackend(device, be.kernels, { ...baseOptions, reductions: v });
       const exs = { fwd: await vb.load(fwd), bwd: await vb.load(bwd(true)), dx: await vb.load(bwd(false)) };
-      exs.fwd.write('x', x); exs.fwd.write('w', w); exs.fwd.write('b', b);
+      exs.fwd.write('x', x);
+      exs.fwd.write('w', w);
+      exs.fwd.write('b', b);
       exs.fwd.run();
-      for (const e of [exs.bwd, exs.dx]) { e.write('dy', dy); e.write('x', x); e.write('w', w); }
+      for (const e of [exs.bwd, exs.dx]) {
+        e.write('dy', dy);
+        e.write('x', x);
+        e.write('w', w);
+      }
       runs.push({ v, vb, exs, all: { fwd: [], bwd: [], dx: [] } });
     } catch (e) {
       emit({ bench: 'layernorm', variant: v, N, C, error: String(e.message ?? e).slice(0, 300) });
@@ -248,21 +370,43 @@ async function benchLayernorm(N, C, variantNames, repeat = 1) {
     const dx = await run.exs.dx.read('dx');
     let err = 0;
     for (let s = 0; s < 4; s++) {
-      const i = (s * 7919) % N, o = i * C;
-      let m = 0, q = 0;
+      const i = (s * 7919) % N,
+        o = i * C;
+      let m = 0,
+        q = 0;
       for (let c = 0; c < C; c++) m += x[o + c];
       m /= C;
       for (let c = 0; c < C; c++) q += (x[o + c] - m) ** 2;
       const rs = 1 / Math.sqrt(q / C + eps);
-      let gs = 0, gxs = 0;
-      for (let c = 0; c < C; c++) { const g = dy[o + c] * w[c]; gs += g; gxs += g * (x[o + c] - m) * rs; }
+      let gs = 0,
+        gxs = 0;
+      for (let c = 0; c < C; c++) {
+        const g = dy[o + c] * w[c];
+        gs += g;
+        gxs += g * (x[o + c] - m) * rs;
+      }
       err = Math.max(err, Math.abs(mean[i] - m), Math.abs(rstd[i] - rs));
-      for (let c = 0; c < C; c++) err = Math.max(err, Math.abs(dx[o + c] - rs * (dy[o + c] * w[c] - gs / C - (x[o + c] - m) * rs * (gxs / C))));
+      for (let c = 0; c < C; c++)
+        err = Math.max(err, Math.abs(dx[o + c] - rs * (dy[o + c] * w[c] - gs / C - (x[o + c] - m) * rs * (gxs / C))));
     }
     const [f, bw, d] = [median(run.all.fwd), median(run.all.bwd), median(run.all.dx)];
-    const o = { bench: 'layernorm', variant: run.v, N, C, ms_fwd: +f.toFixed(4), ms_bwd: +bw.toFixed(4), ms_dx: +d.toFixed(4),
-      GB_s: +((7 * N * C * 4) / ((f + bw) * 1e6)).toPrecision(4), max_abs_err: +err.toExponential(2) };
-    if (repeat > 1) Object.assign(o, { repeats: repeat, ms_fwd_all: run.all.fwd.map((m) => +m.toFixed(4)), ms_bwd_all: run.all.bwd.map((m) => +m.toFixed(4)) });
+    const o = {
+      bench: 'layernorm',
+      variant: run.v,
+      N,
+      C,
+      ms_fwd: +f.toFixed(4),
+      ms_bwd: +bw.toFixed(4),
+      ms_dx: +d.toFixed(4),
+      GB_s: +((7 * N * C * 4) / ((f + bw) * 1e6)).toPrecision(4),
+      max_abs_err: +err.toExponential(2),
+    };
+    if (repeat > 1)
+      Object.assign(o, {
+        repeats: repeat,
+        ms_fwd_all: run.all.fwd.map((m) => +m.toFixed(4)),
+        ms_bwd_all: run.all.bwd.map((m) => +m.toFixed(4)),
+      });
     summary.layernorm.push({ variant: run.v, N, C, ms_fwd: o.ms_fwd, ms_bwd: o.ms_bwd });
     emit(o);
     for (const e of Object.values(run.exs)) e.destroy();
@@ -271,10 +415,15 @@ async function benchLayernorm(N, C, variantNames, repeat = 1) {
 }
 
 if (args.layernorm && args.layernorm !== true && String(args.layernorm) !== 'none') {
-  const lnVariants = String(args['ln-variants'] ?? 'subgroup,workgroup').split(',').filter(Boolean);
+  const lnVariants = String(args['ln-variants'] ?? 'subgroup,workgroup')
+    .split(',')
+    .filter(Boolean);
   for (const shape of String(args.layernorm).split(',').filter(Boolean)) {
     const m = /^(\d+)x(\d+)$/.exec(shape);
-    if (!m) { console.error(`--layernorm: bad shape '${shape}' (expected NxC, e.g. 8192x768)`); process.exit(2); }
+    if (!m) {
+      console.error(`--layernorm: bad shape '${shape}' (expected NxC, e.g. 8192x768)`);
+      process.exit(2);
+    }
     await benchLayernorm(+m[1], +m[2], lnVariants, Number(args.repeat ?? 1));
   }
 }
@@ -282,7 +431,9 @@ if (args.layernorm && args.layernorm !== true && String(args.layernorm) !== 'non
 // ---- training steps ------------------------------------------------------------------------------
 for (const p of doTrain ? presets : []) {
   const c = PRESETS[p];
-  const program = JSON.parse(execFileSync(ptl, ['program', '--preset', p, '--program', 'train'], { encoding: 'utf8', maxBuffer: 1 << 28 }));
+  const program = JSON.parse(
+    execFileSync(ptl, ['program', '--preset', p, '--program', 'train'], { encoding: 'utf8', maxBuffer: 1 << 28 }),
+  );
   const r = lcg(7);
   for (const tn of program.tensors.filter((x) => x.kind === 'parameter')) {
     const n = tn.shape.reduce((a, b) => a * b, 1);
@@ -297,20 +448,38 @@ for (const p of doTrain ? presets : []) {
   const tokens = ex.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
   const tok = Int32Array.from({ length: tokens }, () => Math.floor((r() + 1) * 127.99));
   ex.setInput('tokens', tok);
-  ex.setInput('targets', tok.map((x) => (x * 7 + 3) % 256));
+  ex.setInput(
+    'targets',
+    tok.map((x) => (x * 7 + 3) % 256),
+  );
   ex.setHparams(3e-4, 1);
   const first = (await ex.run(['loss'])).get('loss')[0];
   await timeRuns(ex, warmup);
   await warm(ex);
   const ms = await timeRuns(ex, steps);
   const last = (await ex.run(['loss'])).get('loss')[0];
-  const o = { kind: 'train_step', preset: p, batch: c.batch, ms_per_step: +ms.toFixed(3), tokens_per_s: Math.round((tokens / ms) * 1000),
-    dispatches: ex.dispatchCount, load_s: +loadS.toFixed(2), loss_first: first, loss_last: last };
+  const o = {
+    kind: 'train_step',
+    preset: p,
+    batch: c.batch,
+    ms_per_step: +ms.toFixed(3),
+    tokens_per_s: Math.round((tokens / ms) * 1000),
+    dispatches: ex.dispatchCount,
+    load_s: +loadS.toFixed(2),
+    loss_first: first,
+    loss_last: last,
+  };
   emit(o);
   summary.train.push({ preset: p, ms_per_step: o.ms_per_step });
   if (args.profile) {
     const prof = await ex.profile();
-    emit({ kind: 'profile', preset: p, ms: Object.fromEntries([...prof.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, +(v * 1000).toFixed(3)])) });
+    emit({
+      kind: 'profile',
+      preset: p,
+      ms: Object.fromEntries(
+        [...prof.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, +(v * 1000).toFixed(3)]),
+      ),
+    });
   }
   ex.destroy();
   be.clearStore(); // drop this preset's weights and moments before the next

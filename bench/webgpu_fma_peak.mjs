@@ -13,9 +13,13 @@ const args = benchArgs(import.meta.url, ['iters', 'workgroups', 'dawn']);
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.join(ROOT, 'web', 'webgpu', 'dist');
-if (!existsSync(path.join(DIST, 'node.js'))) { console.error('build the WebGPU package first: npm --prefix web ci && npm --prefix web/webgpu run build'); process.exit(2); }
+if (!existsSync(path.join(DIST, 'node.js'))) {
+  console.error('build the WebGPU package first: npm --prefix web ci && npm --prefix web/webgpu run build');
+  process.exit(2);
+}
 const { createNodeBackend } = await import(path.join(DIST, 'node.js'));
-const iters = Number(args.iters ?? 4096), wgs = Number(args.workgroups ?? 4224);
+const iters = Number(args.iters ?? 4096),
+  wgs = Number(args.workgroups ?? 4224);
 const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : []);
 const { device } = gpu;
 const decl = Array.from({ length: 16 }, (_, i) => `var a${i} = vec4<f32>(f32(lid + ${i}u) * 1e-3);`).join('\n  ');
@@ -39,7 +43,13 @@ const pipeline = await device.createComputePipelineAsync({ layout: 'auto', compu
 const ubuf = device.createBuffer({ size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
 device.queue.writeBuffer(ubuf, 0, new Uint32Array([iters, 0, 0, 0]));
 const obuf = device.createBuffer({ size: wgs * 256 * 16, usage: GPUBufferUsage.STORAGE });
-const bg = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: ubuf } }, { binding: 1, resource: { buffer: obuf } }] });
+const bg = device.createBindGroup({
+  layout: pipeline.getBindGroupLayout(0),
+  entries: [
+    { binding: 0, resource: { buffer: ubuf } },
+    { binding: 1, resource: { buffer: obuf } },
+  ],
+});
 async function run(n) {
   const enc = device.createCommandEncoder();
   const pass = enc.beginComputePass();
@@ -58,7 +68,17 @@ const res = [];
 for (let r = 0; r < 3; r++) res.push(await run(20));
 const flops = 2 * 64 * iters * wgs * 256;
 const best = Math.min(...res);
-console.log(JSON.stringify({ kind: 'fma_peak', adapter: gpu.description, dawn: args.dawn ?? null, iters, workgroups: wgs, ms: +best.toFixed(3),
-  gflops: Math.round(flops / (best * 1e6)), gflops_all: res.map((t) => Math.round(flops / (t * 1e6))) }));
+console.log(
+  JSON.stringify({
+    kind: 'fma_peak',
+    adapter: gpu.description,
+    dawn: args.dawn ?? null,
+    iters,
+    workgroups: wgs,
+    ms: +best.toFixed(3),
+    gflops: Math.round(flops / (best * 1e6)),
+    gflops_all: res.map((t) => Math.round(flops / (t * 1e6))),
+  }),
+);
 device.destroy();
 process.exit(0);

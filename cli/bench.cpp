@@ -68,9 +68,12 @@ std::string cpu_description() {
     std::string key = line.substr(0, colon);
     while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
     const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "model name") name = value;
-    else if (key == "cpu family") family = value;
-    else if (key == "model") model = value;
+    if (key == "model name")
+      name = value;
+    else if (key == "cpu family")
+      family = value;
+    else if (key == "model")
+      model = value;
   }
   if (name.empty()) return "";
   return family.empty() ? name : name + " (family " + family + ", model " + model + ")";
@@ -108,7 +111,8 @@ double program_flops(const Program& p) {
         f += (op.kind == OpKind::attention ? 4 : 8) * pairs;
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   return f;
@@ -175,12 +179,15 @@ nlohmann::json bench_preset(const BenchArgs& a, const std::string& name) {
   const double flops = program_flops(ex.program());
   int64_t weights = 0, grads = 0, moments = 0, other = 0;
   for (const auto& t : ex.program().tensors) {
-    if (t.kind == TensorKind::parameter) weights += t.bytes();
-    else if (t.kind == TensorKind::optim_state) moments += t.bytes();
+    if (t.kind == TensorKind::parameter)
+      weights += t.bytes();
+    else if (t.kind == TensorKind::optim_state)
+      moments += t.bytes();
     else if (t.name.starts_with("grad.") && ex.program().find(t.name.substr(5)) >= 0 &&
              ex.program().tensor(ex.program().find(t.name.substr(5))).kind == TensorKind::parameter)
       grads += t.bytes();
-    else other += t.bytes();
+    else
+      other += t.bytes();
   }
   nlohmann::json j = {{"preset", preset.name},
                       {"threads", cpu::num_threads()},
@@ -218,8 +225,17 @@ nlohmann::json bench_preset(const BenchArgs& a, const std::string& name) {
 
 // Runs `ptl bench --child --presets NAME ...` and returns the JSON line it prints.
 nlohmann::json bench_in_child(const BenchArgs& a, const std::string& name) {
-  std::vector<std::string> args = {"ptl", "bench", "--child", "--presets", name, "--steps", std::to_string(a.steps),
-                                   "--warmup", std::to_string(a.warmup), "--threads", std::to_string(cpu::num_threads())};
+  std::vector<std::string> args = {"ptl",
+                                   "bench",
+                                   "--child",
+                                   "--presets",
+                                   name,
+                                   "--steps",
+                                   std::to_string(a.steps),
+                                   "--warmup",
+                                   std::to_string(a.warmup),
+                                   "--threads",
+                                   std::to_string(cpu::num_threads())};
   if (a.ops) args.push_back("--ops");
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
@@ -261,9 +277,10 @@ void run_bench(const BenchArgs& a) {
   if (peak_measured) peak = measure_peak();
   const std::string cpu_name = cpu_description();
   if (!a.json) {
-    std::printf("ptl bench: %s%s%d-bit vectors, %d thread(s), peak %.0f GFLOP/s (%s), median of %d steps after %d warm-up\n",
-                cpu_name.c_str(), cpu_name.empty() ? "" : ", ", cpu::vector_bits(), cpu::num_threads(), peak,
-                peak_measured ? "measured: linear_forward 2048^3" : "given", a.steps, a.warmup);
+    std::printf(
+        "ptl bench: %s%s%d-bit vectors, %d thread(s), peak %.0f GFLOP/s (%s), median of %d steps after %d warm-up\n",
+        cpu_name.c_str(), cpu_name.empty() ? "" : ", ", cpu::vector_bits(), cpu::num_threads(), peak,
+        peak_measured ? "measured: linear_forward 2048^3" : "given", a.steps, a.warmup);
     std::printf("%-8s %10s %10s %9s %12s %8s %6s %10s\n", "preset", "params", "ms/step", "tok/s", "GFLOP/step",
                 "GFLOP/s", "MFU", "peak MiB");
   }
@@ -277,9 +294,10 @@ void run_bench(const BenchArgs& a) {
     if (a.json) {
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%-8s %10lld %10.2f %9.0f %12.3f %8.1f %5.1f%% %10.1f\n", n.c_str(), (long long)j["params"].get<int64_t>(),
-                  j["ms_per_step"].get<double>(), j["tokens_per_s"].get<double>(), j["gflop_per_step"].get<double>(),
-                  j["gflops"].get<double>(), 100 * j["mfu"].get<double>(), j["peak_rss_mib"].get<double>());
+      std::printf("%-8s %10lld %10.2f %9.0f %12.3f %8.1f %5.1f%% %10.1f\n", n.c_str(),
+                  (long long)j["params"].get<int64_t>(), j["ms_per_step"].get<double>(),
+                  j["tokens_per_s"].get<double>(), j["gflop_per_step"].get<double>(), j["gflops"].get<double>(),
+                  100 * j["mfu"].get<double>(), j["peak_rss_mib"].get<double>());
       if (a.ops) {
         std::vector<std::pair<double, std::string>> rows;
         double total = 0;
@@ -311,7 +329,9 @@ void add_bench(CLI::App& app) {
           [](std::string& v) -> std::string {
             char* end = nullptr;
             const double x = std::strtod(v.c_str(), &end);
-            return end != v.c_str() && *end == '\0' && std::isfinite(x) && x > 0 ? "" : "must be a positive number, got " + v;
+            return end != v.c_str() && *end == '\0' && std::isfinite(x) && x > 0
+                       ? ""
+                       : "must be a positive number, got " + v;
           },
           "POSITIVE"));
   cmd->add_flag("--ops", a->ops, "Per-op time breakdown");

@@ -1,7 +1,6 @@
 #pragma once
 // The `ptl` subcommands. Each registers its options on a CLI11 subcommand and runs when chosen.
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 namespace ptl::cli {
@@ -22,7 +21,9 @@ inline CLI::Validator at_least(long long min) {
         if (used == 0 || used != s.size()) return "expects a whole number, got '" + s + "'";
         return v >= min ? std::string() : "must be at least " + std::to_string(min) + ", got " + s;
       },
-      min == 0 ? "NONNEGATIVE" : min == 1 ? "POSITIVE" : ">=" + std::to_string(min));
+      min == 0   ? "NONNEGATIVE"
+      : min == 1 ? "POSITIVE"
+                 : ">=" + std::to_string(min));
 }
 
 // The process's exit status when a command returns normally: 130 (128 + SIGINT, what shells
@@ -42,7 +43,7 @@ void add_info(CLI::App& app);
 void add_lora(CLI::App& app);  // lora train, merge, info, bench
 void add_sft(CLI::App& app);   // sft, sft-eval
 void add_bench(CLI::App& app);
-void add_export(CLI::App& app);  // init, program
+void add_export(CLI::App& app);         // init, program
 void add_import_export(CLI::App& app);  // export, import
 
 }  // namespace ptl::cli

@@ -37,11 +37,15 @@ void run_eval(const EvalArgs& a) {
     what = "validation split of " + path;
   }
   if (a.json) {
-    std::printf("%s\n", nlohmann::json{{"loss", r.loss}, {"perplexity", r.perplexity()}, {"bits_per_byte", r.bits_per_byte()},
-                                       {"tokens", r.tokens}}.dump().c_str());
+    std::printf("%s\n", nlohmann::json{{"loss", r.loss},
+                                       {"perplexity", r.perplexity()},
+                                       {"bits_per_byte", r.bits_per_byte()},
+                                       {"tokens", r.tokens}}
+                            .dump()
+                            .c_str());
   } else {
-    std::printf("%s\nloss %.4f | perplexity %.3f | %.4f bits/byte | %lld tokens\n", what.c_str(), r.loss, r.perplexity(),
-                r.bits_per_byte(), (long long)r.tokens);
+    std::printf("%s\nloss %.4f | perplexity %.3f | %.4f bits/byte | %lld tokens\n", what.c_str(), r.loss,
+                r.perplexity(), r.bits_per_byte(), (long long)r.tokens);
   }
 }
 

@@ -65,11 +65,16 @@ void run_program(const ModelArgs& a) {
   opt.batch = batch;
   opt.seq = a.seq;
   Program p;
-  if (a.program == "train") p = build_train_program(mc, opt, TrainConfig{});
-  else if (a.program == "eval") p = build_eval_program(mc, opt);
-  else if (a.program == "forward") p = build_forward_program(mc, opt);
-  else if (a.program == "inspect") p = build_inspect_program(mc, a.seq ? a.seq : mc.ctx);  // batch 1
-  else p = build_generate_program(mc);
+  if (a.program == "train")
+    p = build_train_program(mc, opt, TrainConfig{});
+  else if (a.program == "eval")
+    p = build_eval_program(mc, opt);
+  else if (a.program == "forward")
+    p = build_forward_program(mc, opt);
+  else if (a.program == "inspect")
+    p = build_inspect_program(mc, a.seq ? a.seq : mc.ctx);  // batch 1
+  else
+    p = build_generate_program(mc);
   nlohmann::json j = p.to_json();
   j["model_config"] = mc.to_json();
   const std::string text = j.dump(1);
@@ -93,11 +98,13 @@ void add_export(CLI::App& app) {
   init->callback([a]() { run_init(*a); });
 
   auto b = std::make_shared<ModelArgs>();
-  CLI::App* prog = app.add_subcommand("program", "Print a model's program (tensors and ops) as JSON for other executors");
+  CLI::App* prog =
+      app.add_subcommand("program", "Print a model's program (tensors and ops) as JSON for other executors");
   add_model_options(prog, *b);
   prog->add_option("checkpoint", b->checkpoint, "Take the model config from this checkpoint instead of --preset");
   prog->add_option("--program", b->program, "Which program")
-      ->check(CLI::IsMember({"train", "eval", "forward", "generate", "inspect"}))->capture_default_str();
+      ->check(CLI::IsMember({"train", "eval", "forward", "generate", "inspect"}))
+      ->capture_default_str();
   prog->add_option("--seq", b->seq, "Tokens per row (default: the context)")->check(at_least(1));
   prog->add_option("--out", b->out, "File to write (default: stdout)");
   prog->callback([b, prog]() {

@@ -34,7 +34,8 @@ void add_finetune_options(CLI::App* cmd, FinetuneArgs& a, const std::string& dat
   cmd->add_option("--lr", a.lr, "Peak learning rate")->capture_default_str();
   cmd->add_option("--batch", a.batch, "Sequences per batch (default: the base run's)")->check(at_least(1));
   cmd->add_option("--schedule", a.schedule, "Learning-rate schedule")
-      ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
+      ->check(CLI::IsMember({"cosine", "constant"}))
+      ->capture_default_str();
   cmd->add_option("--warmup", a.warmup, "Warm-up steps (default: min(100, steps/10))")->check(at_least(0));
   cmd->add_option("--seed", a.seed, "Seed for the adapters and the data order")->capture_default_str();
   cmd->add_option("--eval-every", a.eval_every, "Validation loss and a save every N steps (0 = only at the end)")
@@ -43,8 +44,7 @@ void add_finetune_options(CLI::App* cmd, FinetuneArgs& a, const std::string& dat
   cmd->add_option("--log-every", a.log_every, "When stdout is not a terminal, print a line every N steps")
       ->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--threads", a.threads, "CPU threads (default: $PTL_THREADS, else all cores)")
-      ->check(at_least(1));
+  cmd->add_option("--threads", a.threads, "CPU threads (default: $PTL_THREADS, else all cores)")->check(at_least(1));
 }
 
 std::unique_ptr<Trainer> setup_finetune(const FinetuneArgs& a) {
@@ -77,7 +77,8 @@ std::string describe_data(Trainer& t) {
   char buf[512];
   if (t.has_sft_data()) {
     const SftData& d = t.sft_data();
-    std::snprintf(buf, sizeof buf, "%s (SFT: %zu training / %zu validation examples, %lld training bytes with the template)",
+    std::snprintf(buf, sizeof buf,
+                  "%s (SFT: %zu training / %zu validation examples, %lld training bytes with the template)",
                   path.c_str(), d.train_examples(), d.val_examples(), (long long)d.train_bytes());
   } else {
     std::snprintf(buf, sizeof buf, "%s (text: %zu train / %zu val bytes)", path.c_str(), t.corpus().train().size(),
@@ -115,8 +116,8 @@ void run_finetune_loop(Trainer& trainer, const FinetuneArgs& a, const std::funct
     const StepResult& r = rep.result;
     const double tps = r.tokens / r.seconds;
     ema_tps = ema_tps == 0 ? tps : 0.9 * ema_tps + 0.1 * tps;
-    nlohmann::json m = {{"step", r.step},           {"train_loss", r.loss},  {"lr", r.lr},
-                        {"grad_norm", r.grad_norm}, {"tokens_per_s", tps}, {"elapsed_s", rep.elapsed_seconds}};
+    nlohmann::json m = {{"step", r.step},           {"train_loss", r.loss}, {"lr", r.lr},
+                        {"grad_norm", r.grad_norm}, {"tokens_per_s", tps},  {"elapsed_s", rep.elapsed_seconds}};
     if (rep.validation) {
       const EvalResult& val = *rep.validation;
       m["val_loss"] = val.loss;
@@ -131,7 +132,9 @@ void run_finetune_loop(Trainer& trainer, const FinetuneArgs& a, const std::funct
     metrics.flush();
     save();
   };
-  cb.on_step_end = [&](const StepReport& rep) { progress.update(rep.result.step, rep.result.loss, ema_tps, rep.result.lr); };
+  cb.on_step_end = [&](const StepReport& rep) {
+    progress.update(rep.result.step, rep.result.loss, ema_tps, rep.result.lr);
+  };
   cb.stop_requested = [] { return g_interrupted.load(); };
   const FitResult res = loop.fit(cb);
   if (res.stop == FitResult::diverged) {
@@ -139,14 +142,16 @@ void run_finetune_loop(Trainer& trainer, const FinetuneArgs& a, const std::funct
     std::signal(SIGINT, old_handler);
     const auto saved = loop.saved_step();
     fail(res.divergence->message() + " (try a lower --lr); " +
-         (saved ? "the " + result + " of step " + std::to_string(*saved) + " is saved" : std::string("nothing was saved")));
+         (saved ? "the " + result + " of step " + std::to_string(*saved) + " is saved"
+                : std::string("nothing was saved")));
   }
   if (res.stop == FitResult::interrupted) {
     progress.finish();
     std::signal(SIGINT, old_handler);
-    std::printf("interrupted at step %lld; the %s of that step is saved (fine-tuning runs do not resume: "
-                "start again with --steps to train longer)\n",
-                (long long)res.step, result.c_str());
+    std::printf(
+        "interrupted at step %lld; the %s of that step is saved (fine-tuning runs do not resume: "
+        "start again with --steps to train longer)\n",
+        (long long)res.step, result.c_str());
     exit_status = kInterruptedStatus;
     return;
   }

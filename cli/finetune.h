@@ -2,11 +2,10 @@
 // What `ptl lora train` and `ptl sft` share: the options of a fine-tuning run, setting a trainer
 // up on a base checkpoint and its data (.txt: next-byte LM with a 90/10 split; .jsonl: SFT), and
 // the loop with progress, metrics.jsonl, validation, divergence and Ctrl-C handling.
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "engine/trainer.h"
 

@@ -22,14 +22,15 @@ struct ExportArgs {
 };
 
 void run_export(const ExportArgs& a) {
-  check_not_overwriting(a.out, a.checkpoint, "--out " + a.out + " is the checkpoint being exported; choose another --out");
+  check_not_overwriting(a.out, a.checkpoint,
+                        "--out " + a.out + " is the checkpoint being exported; choose another --out");
   const auto bytes = read_file_bytes(a.checkpoint);
   auto trainer = Trainer::from_checkpoint(bytes, a.checkpoint);
   const auto out = trainer->save_checkpoint(false);
   write_file_atomic(a.out, out);
-  std::printf("wrote %s: %lld parameters at step %lld, %.2f MB (%s: %.2f MB; optimizer state left out)\n", a.out.c_str(),
-              (long long)trainer->model_config().param_count(), (long long)trainer->state().step, out.size() / 1e6,
-              a.checkpoint.c_str(), bytes.size() / 1e6);
+  std::printf("wrote %s: %lld parameters at step %lld, %.2f MB (%s: %.2f MB; optimizer state left out)\n",
+              a.out.c_str(), (long long)trainer->model_config().param_count(), (long long)trainer->state().step,
+              out.size() / 1e6, a.checkpoint.c_str(), bytes.size() / 1e6);
 }
 
 struct ImportArgs {
@@ -64,7 +65,8 @@ void run_import(const ImportArgs& a) {
 void add_import_export(CLI::App& app) {
   auto e = std::make_shared<ExportArgs>();
   CLI::App* ex = app.add_subcommand(
-      "export", "Write a checkpoint's weights and metadata without its optimizer state (for sampling or use elsewhere)");
+      "export",
+      "Write a checkpoint's weights and metadata without its optimizer state (for sampling or use elsewhere)");
   ex->add_option("checkpoint", e->checkpoint, "Checkpoint to export")->required();
   ex->add_option("--out", e->out, "File to write (.tinygpt or .safetensors)")->required();
   ex->callback([e]() { run_export(*e); });

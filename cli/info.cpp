@@ -24,8 +24,12 @@ nlohmann::json memory_estimate(const ModelConfig& mc, int batch) {
   int64_t weights = 0, grads = 0, moments = 0, acts = 0;
   for (const auto& t : p.tensors) {
     switch (t.kind) {
-      case TensorKind::parameter: weights += t.bytes(); break;
-      case TensorKind::optim_state: moments += t.bytes(); break;
+      case TensorKind::parameter:
+        weights += t.bytes();
+        break;
+      case TensorKind::optim_state:
+        moments += t.bytes();
+        break;
       default:
         if (t.name.starts_with("grad.") && p.find(t.name.substr(5)) >= 0 &&
             p.tensor(p.find(t.name.substr(5))).kind == TensorKind::parameter)
@@ -34,8 +38,12 @@ nlohmann::json memory_estimate(const ModelConfig& mc, int batch) {
           acts += t.bytes();
     }
   }
-  return {{"weights_bytes", weights}, {"gradients_bytes", grads}, {"optimizer_bytes", moments},
-          {"activations_bytes", acts}, {"total_bytes", weights + grads + moments + acts}, {"batch", batch}};
+  return {{"weights_bytes", weights},
+          {"gradients_bytes", grads},
+          {"optimizer_bytes", moments},
+          {"activations_bytes", acts},
+          {"total_bytes", weights + grads + moments + acts},
+          {"batch", batch}};
 }
 
 std::string mib(int64_t bytes) {
@@ -86,7 +94,8 @@ void run_info(const InfoArgs& a) {
     std::printf("checkpoint:  %s (format %d, %s)\n", a.checkpoint.c_str(), kCheckpointVersion,
                 j["created_by"].get<std::string>().c_str());
     std::printf("trained:     %lld steps, %lld tokens; optimizer state %s\n", (long long)j["step"].get<int64_t>(),
-                (long long)j["tokens_seen"].get<int64_t>(), j["has_optimizer_state"].get<bool>() ? "included" : "absent");
+                (long long)j["tokens_seen"].get<int64_t>(),
+                j["has_optimizer_state"].get<bool>() ? "included" : "absent");
     if (j.contains("last_loss")) {
       std::printf("last loss:   step %lld, train %.4f", (long long)j["last_loss"]["step"].get<int64_t>(),
                   j["last_loss"]["train_loss"].get<double>());

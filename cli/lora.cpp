@@ -45,15 +45,17 @@ void run_lora_train(const LoraArgs& a) {
   const int64_t adapter_params = count(adapter_tensors(mc, lora));
   const std::string path = (fs::path(a.run.out) / kAdapterFile).string();
   check_not_overwriting(path, a.run.base, "--out " + a.run.out + " would write " + path + " over the base checkpoint");
-  std::printf("ptl lora train: base %s (%d layers, d %d, ctx %d, %lld parameters, frozen)\n"
-              "adapters: rank %d, alpha %g on %s: %lld trainable parameters (%.2f%% of the base)\n"
-              "batch %d, %s lr %.2e, %lld steps\ndata: %s\nout: %s\n",
-              a.run.base.c_str(), mc.n_layers, mc.d_model, mc.ctx, (long long)mc.param_count(), lora.rank, lora.alpha,
-              lora_targets_string(lora.targets).c_str(), (long long)adapter_params,
-              100.0 * double(adapter_params) / double(mc.param_count()), tc.batch, tc.schedule.c_str(), tc.lr,
-              (long long)tc.steps, describe_data(*trainer).c_str(), a.run.out.c_str());
+  std::printf(
+      "ptl lora train: base %s (%d layers, d %d, ctx %d, %lld parameters, frozen)\n"
+      "adapters: rank %d, alpha %g on %s: %lld trainable parameters (%.2f%% of the base)\n"
+      "batch %d, %s lr %.2e, %lld steps\ndata: %s\nout: %s\n",
+      a.run.base.c_str(), mc.n_layers, mc.d_model, mc.ctx, (long long)mc.param_count(), lora.rank, lora.alpha,
+      lora_targets_string(lora.targets).c_str(), (long long)adapter_params,
+      100.0 * double(adapter_params) / double(mc.param_count()), tc.batch, tc.schedule.c_str(), tc.lr,
+      (long long)tc.steps, describe_data(*trainer).c_str(), a.run.out.c_str());
   std::fflush(stdout);
-  run_finetune_loop(*trainer, a.run, [&] { write_file_atomic(path, trainer->save_adapter()); }, "adapter");
+  run_finetune_loop(
+      *trainer, a.run, [&] { write_file_atomic(path, trainer->save_adapter()); }, "adapter");
   const auto& s = trainer->state();
   std::printf("done: %lld steps, %.1f s (%.0f tokens/s). Adapter: %s (%lld bytes)\n", (long long)s.step,
               s.elapsed_seconds, double(s.tokens_seen) / std::max(1e-9, s.elapsed_seconds), path.c_str(),
@@ -65,7 +67,8 @@ struct MergeArgs {
 };
 
 void run_lora_merge(const MergeArgs& a) {
-  check_not_overwriting(a.out, a.base, "--out " + a.out + " is the base checkpoint: the merge would replace it; choose another --out");
+  check_not_overwriting(a.out, a.base,
+                        "--out " + a.out + " is the base checkpoint: the merge would replace it; choose another --out");
   check_not_overwriting(a.out, a.adapter, "--out " + a.out + " is the adapter file; choose another --out");
   auto trainer = Trainer::from_checkpoint(read_file_bytes(a.base), a.base);
   trainer->load_adapter(read_file_bytes(a.adapter), a.adapter);
@@ -107,8 +110,8 @@ void run_lora_info(const InfoArgs& a) {
   }
   std::printf("adapter:     %s (tinygpt-lora %d, %s)\n", a.adapter.c_str(), kAdapterVersion, c.created_by.c_str());
   std::printf("base:        sha256 %s\n             %d layers, d_model %d, %d heads, context %d (%lld parameters)\n",
-              c.base_sha256.c_str(), c.base_model.n_layers, c.base_model.d_model, c.base_model.n_heads, c.base_model.ctx,
-              (long long)c.base_model.param_count());
+              c.base_sha256.c_str(), c.base_model.n_layers, c.base_model.d_model, c.base_model.n_heads,
+              c.base_model.ctx, (long long)c.base_model.param_count());
   std::printf("lora:        rank %d, alpha %g, targets %s, weight decay %g: %lld parameters (%.2f%% of the base)\n",
               c.lora.rank, c.lora.alpha, lora_targets_string(c.lora.targets).c_str(), c.lora.weight_decay,
               (long long)params, 100.0 * double(params) / double(c.base_model.param_count()));
@@ -136,12 +139,15 @@ struct BenchArgs {
 nlohmann::json program_bytes(const Program& p) {
   int64_t weights = 0, grads = 0, moments = 0, acts = 0;
   for (const auto& t : p.tensors) {
-    if (t.kind == TensorKind::parameter) weights += t.bytes();
-    else if (t.kind == TensorKind::optim_state) moments += t.bytes();
+    if (t.kind == TensorKind::parameter)
+      weights += t.bytes();
+    else if (t.kind == TensorKind::optim_state)
+      moments += t.bytes();
     else if (t.kind == TensorKind::gradient && p.find(t.name.substr(5)) >= 0 &&
              p.tensor(p.find(t.name.substr(5))).kind == TensorKind::parameter)
       grads += t.bytes();
-    else acts += t.bytes();
+    else
+      acts += t.bytes();
   }
   // (The arena can be smaller than the sum of the rest: the backend may reuse memory.)
   return {{"weights", weights}, {"gradients", grads}, {"moments", moments}, {"other_tensors_sum", acts}};
@@ -189,9 +195,13 @@ void run_lora_bench(const BenchArgs& a) {
       j["step_ms"] = 1000 * median(times);
       return j;
     };
-    nlohmann::json j = {{"preset", preset.name}, {"batch", tc.batch}, {"parameters", preset.model.param_count()},
-                        {"lora", lora_to_json(lora)}, {"adapter_parameters", count(adapter_tensors(preset.model, lora))},
-                        {"full", side(*full, tf)}, {"lora_run", side(*adapted, tl)}};
+    nlohmann::json j = {{"preset", preset.name},
+                        {"batch", tc.batch},
+                        {"parameters", preset.model.param_count()},
+                        {"lora", lora_to_json(lora)},
+                        {"adapter_parameters", count(adapter_tensors(preset.model, lora))},
+                        {"full", side(*full, tf)},
+                        {"lora_run", side(*adapted, tl)}};
     out.push_back(j);
     if (a.json) continue;
     auto mib = [](const nlohmann::json& v) { return double(v.get<int64_t>()) / (1 << 20); };
@@ -203,9 +213,9 @@ void run_lora_bench(const BenchArgs& a) {
                 "total", "step");
     for (const auto* s : {&F, &L}) {
       const auto& v = *s;
-      std::printf("  %-5s %6.2f MiB %6.2f MiB %6.2f MiB | %6.2f MiB %6.2f MiB %6.2f MiB | %6.1f ms\n", s == &F ? "full" : "lora",
-                  mib(v["weights"]), mib(v["gradients"]), mib(v["moments"]), mib(v["store_bytes"]), mib(v["arena_bytes"]),
-                  mib(v["total_bytes"]), v["step_ms"].get<double>());
+      std::printf("  %-5s %6.2f MiB %6.2f MiB %6.2f MiB | %6.2f MiB %6.2f MiB %6.2f MiB | %6.1f ms\n",
+                  s == &F ? "full" : "lora", mib(v["weights"]), mib(v["gradients"]), mib(v["moments"]),
+                  mib(v["store_bytes"]), mib(v["arena_bytes"]), mib(v["total_bytes"]), v["step_ms"].get<double>());
     }
     std::printf("  lora/full: memory %.2fx, step time %.2fx\n", mib(L["total_bytes"]) / mib(F["total_bytes"]),
                 L["step_ms"].get<double>() / F["step_ms"].get<double>());
@@ -223,7 +233,8 @@ void add_lora(CLI::App& app) {
   auto t = std::make_shared<LoraArgs>();
   t->run.lr = 1e-3;
   CLI::App* train = lora->add_subcommand(
-      "train", "Train a LoRA adapter on a frozen base (.txt = next-byte LM, .jsonl = SFT) into OUT/" + std::string(kAdapterFile));
+      "train", "Train a LoRA adapter on a frozen base (.txt = next-byte LM, .jsonl = SFT) into OUT/" +
+                   std::string(kAdapterFile));
   add_finetune_options(train, t->run, "Training data: FILE.jsonl = SFT examples, any other file = plain text");
   train->add_option("--rank", t->rank, "Adapter rank r")->capture_default_str();
   train->add_option("--alpha", t->alpha, "Scale: the update is (alpha / r) B A")->capture_default_str();
@@ -233,7 +244,8 @@ void add_lora(CLI::App& app) {
   train->callback([t]() { run_lora_train(*t); });
 
   auto m = std::make_shared<MergeArgs>();
-  CLI::App* merge = lora->add_subcommand("merge", "Fold an adapter into its base: W += (alpha / r) B A, as a normal checkpoint");
+  CLI::App* merge =
+      lora->add_subcommand("merge", "Fold an adapter into its base: W += (alpha / r) B A, as a normal checkpoint");
   merge->add_option("--base", m->base, "Base checkpoint the adapter was trained on")->required();
   merge->add_option("--adapter", m->adapter, "Adapter file")->required();
   merge->add_option("--out", m->out, "Merged checkpoint to write")->required();

@@ -37,7 +37,8 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
     }
     if (!next) {
       const std::string where = at == &app ? "ptl" : "ptl " + at->get_name();
-      return "unknown command '" + std::string(argv[i]) + "' (" + where + " has: " + known + "); see " + where + " --help";
+      return "unknown command '" + std::string(argv[i]) + "' (" + where + " has: " + known + "); see " + where +
+             " --help";
     }
     at = next;
   }
@@ -53,8 +54,9 @@ int fail_with(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ptl: train and post-train small GPT language models on the CPU.\n"
-               "Run `ptl train` to train the Small preset on TinyShakespeare, then `ptl sample runs/<time>/model.tinygpt`."};
+  CLI::App app{
+      "ptl: train and post-train small GPT language models on the CPU.\n"
+      "Run `ptl train` to train the Small preset on TinyShakespeare, then `ptl sample runs/<time>/model.tinygpt`."};
   app.name("ptl");
   app.set_version_flag("--version", ptl::kVersionString);
   app.require_subcommand(1);
@@ -70,8 +72,7 @@ int main(int argc, char** argv) {
   ptl::cli::add_bench(app);
   ptl::cli::add_export(app);
   ptl::cli::add_import_export(app);
-  if (const std::string bad = unknown_command(app, argc, argv); !bad.empty())
-    return fail_with(bad);
+  if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return fail_with(bad);
   if (const char* env = std::getenv("PTL_THREADS"); env && *env) {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);

@@ -14,15 +14,21 @@ static double now_s() {
 std::string format_duration(double s) {
   char buf[32];
   if (s < 0 || s != s) return "?";
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, (int(s) % 3600) / 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, (int(s) % 3600) / 60);
   return buf;
 }
 
 Progress::Progress(int64_t first_step, int64_t total_steps, int64_t plain_every)
-    : first_(first_step), total_(total_steps), plain_every_(plain_every > 0 ? plain_every : 1),
-      tty_(isatty(fileno(stdout))), start_(now_s()) {}
+    : first_(first_step),
+      total_(total_steps),
+      plain_every_(plain_every > 0 ? plain_every : 1),
+      tty_(isatty(fileno(stdout))),
+      start_(now_s()) {}
 
 void Progress::update(int64_t step, double loss, double tokens_per_s, double lr, const std::string& extra) {
   const double elapsed = now_s() - start_;
@@ -34,8 +40,8 @@ void Progress::update(int64_t step, double loss, double tokens_per_s, double lr,
     const int filled = int(double(step) / double(total_) * width);
     std::string bar(filled, '#');
     bar.resize(width, '.');
-    std::snprintf(line, sizeof line, "\r[%s] %lld/%lld | loss %.4f | %.0f tok/s | lr %.2e | ETA %s%s\033[K", bar.c_str(),
-                  (long long)step, (long long)total_, loss, tokens_per_s, lr, format_duration(eta).c_str(),
+    std::snprintf(line, sizeof line, "\r[%s] %lld/%lld | loss %.4f | %.0f tok/s | lr %.2e | ETA %s%s\033[K",
+                  bar.c_str(), (long long)step, (long long)total_, loss, tokens_per_s, lr, format_duration(eta).c_str(),
                   extra.c_str());
     std::fputs(line, stdout);
     std::fflush(stdout);

@@ -15,19 +15,23 @@ namespace fs = std::filesystem;
 namespace {
 
 void run_sft(const FinetuneArgs& a) {
-  check(a.data.ends_with(".jsonl"), "ptl sft trains on SFT examples: --data must be a .jsonl file (got " + a.data + ")");
-  check_not_overwriting((fs::path(a.out) / "model.tinygpt").string(), a.base,
-                        "--out " + a.out + " holds the base checkpoint: the fine-tuned model would replace it; choose another --out");
+  check(a.data.ends_with(".jsonl"),
+        "ptl sft trains on SFT examples: --data must be a .jsonl file (got " + a.data + ")");
+  check_not_overwriting(
+      (fs::path(a.out) / "model.tinygpt").string(), a.base,
+      "--out " + a.out + " holds the base checkpoint: the fine-tuned model would replace it; choose another --out");
   auto trainer = setup_finetune(a);
   const ModelConfig& mc = trainer->model_config();
   const TrainConfig& tc = trainer->train_config();
   const std::string path = (fs::path(a.out) / "model.tinygpt").string();
-  std::printf("ptl sft: base %s (%d layers, d %d, ctx %d, %lld parameters, all trained)\n"
-              "batch %d, %s lr %.2e, %lld steps\ndata: %s\nout: %s\n",
-              a.base.c_str(), mc.n_layers, mc.d_model, mc.ctx, (long long)mc.param_count(), tc.batch, tc.schedule.c_str(),
-              tc.lr, (long long)tc.steps, describe_data(*trainer).c_str(), a.out.c_str());
+  std::printf(
+      "ptl sft: base %s (%d layers, d %d, ctx %d, %lld parameters, all trained)\n"
+      "batch %d, %s lr %.2e, %lld steps\ndata: %s\nout: %s\n",
+      a.base.c_str(), mc.n_layers, mc.d_model, mc.ctx, (long long)mc.param_count(), tc.batch, tc.schedule.c_str(),
+      tc.lr, (long long)tc.steps, describe_data(*trainer).c_str(), a.out.c_str());
   std::fflush(stdout);
-  run_finetune_loop(*trainer, a, [&] { write_file_atomic(path, trainer->save_checkpoint(false)); }, "model");
+  run_finetune_loop(
+      *trainer, a, [&] { write_file_atomic(path, trainer->save_checkpoint(false)); }, "model");
   const auto& s = trainer->state();
   std::printf("done: %lld steps, %.1f s (%.0f tokens/s). Checkpoint: %s\n", (long long)s.step, s.elapsed_seconds,
               double(s.tokens_seen) / std::max(1e-9, s.elapsed_seconds), path.c_str());
@@ -66,28 +70,37 @@ void run_sft_eval(const EvalArgs& a) {
     exact += ok;
     if (!ok && shown < a.show) {
       ++shown;
-      failures.push_back({{"line", ex.line}, {"expected", chat_reply(ex)}, {"got", printable_utf8(reply)}, {"ended", stopped}});
+      failures.push_back(
+          {{"line", ex.line}, {"expected", chat_reply(ex)}, {"got", printable_utf8(reply)}, {"ended", stopped}});
     }
   }
   const double accuracy = double(exact) / double(examples.size());
   if (a.json) {
-    std::printf("%s\n", nlohmann::json{{"examples", examples.size()}, {"exact_match", exact}, {"accuracy", accuracy},
-                                       {"ended", ended}, {"failures", failures}}.dump().c_str());
+    std::printf("%s\n", nlohmann::json{{"examples", examples.size()},
+                                       {"exact_match", exact},
+                                       {"accuracy", accuracy},
+                                       {"ended", ended},
+                                       {"failures", failures}}
+                            .dump()
+                            .c_str());
     return;
   }
   for (const auto& f : failures)
-    std::printf("line %d: expected \"%s\", got \"%s\"%s\n", f["line"].get<int>(), f["expected"].get<std::string>().c_str(),
-                f["got"].get<std::string>().c_str(), f["ended"].get<bool>() ? "" : " (no <|end|>)");
-  std::printf("%s: exact match %lld / %zu = %.1f%% (%lld replies ended with <|end|>)\n", a.data.c_str(), (long long)exact,
-              examples.size(), 100.0 * accuracy, (long long)ended);
+    std::printf("line %d: expected \"%s\", got \"%s\"%s\n", f["line"].get<int>(),
+                f["expected"].get<std::string>().c_str(), f["got"].get<std::string>().c_str(),
+                f["ended"].get<bool>() ? "" : " (no <|end|>)");
+  std::printf("%s: exact match %lld / %zu = %.1f%% (%lld replies ended with <|end|>)\n", a.data.c_str(),
+              (long long)exact, examples.size(), 100.0 * accuracy, (long long)ended);
 }
 
 }  // namespace
 
 void add_sft(CLI::App& app) {
   auto a = std::make_shared<FinetuneArgs>();
-  CLI::App* cmd = app.add_subcommand("sft", "Fine-tune every weight of a base on SFT examples (JSONL) into OUT/model.tinygpt");
-  add_finetune_options(cmd, *a, "SFT examples (.jsonl: one {\"prompt\", \"response\"} or {\"messages\"} object per line)");
+  CLI::App* cmd =
+      app.add_subcommand("sft", "Fine-tune every weight of a base on SFT examples (JSONL) into OUT/model.tinygpt");
+  add_finetune_options(cmd, *a,
+                       "SFT examples (.jsonl: one {\"prompt\", \"response\"} or {\"messages\"} object per line)");
   cmd->callback([a]() { run_sft(*a); });
 
   auto e = std::make_shared<EvalArgs>();

@@ -54,8 +54,10 @@ std::string timestamp_dir() {
 std::string for_terminal(const std::string& text) {
   std::string out;
   for (char c : text) {
-    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7f) out += "\xEF\xBF\xBD";
-    else out += c;
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+      out += "\xEF\xBF\xBD";
+    else
+      out += c;
   }
   return out;
 }
@@ -114,8 +116,9 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     // error, one that repeats them is fine.
     const ModelConfig& mc = trainer->model_config();
     auto fixed = [&](const char* opt, long long given_value, long long value) {
-      check(!given(opt) || given_value == value, std::string(opt) + " " + std::to_string(given_value) + " differs from the checkpoint's " +
-                                                     std::to_string(value) + ": it cannot change when resuming");
+      check(!given(opt) || given_value == value, std::string(opt) + " " + std::to_string(given_value) +
+                                                     " differs from the checkpoint's " + std::to_string(value) +
+                                                     ": it cannot change when resuming");
     };
     fixed("--batch", a.batch, tc.batch);
     fixed("--seed", (long long)a.seed, (long long)tc.seed);
@@ -142,11 +145,12 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     if (given("--data")) tc.data_path = fs::absolute(a.data).string();
     tc.validate();
     const int64_t at = trainer->state().step;
-    check(at < tc.steps, given("--steps") ? a.resume + " is already at step " + std::to_string(at) + " of --steps " +
-                                                std::to_string(tc.steps) + "; give --steps above " + std::to_string(at) +
-                                                " (the run's total, not the steps to add)"
-                                          : a.resume + " has completed its " + std::to_string(tc.steps) +
-                                                " steps; to train further, pass --steps N with N above " + std::to_string(at));
+    check(at < tc.steps, given("--steps")
+                             ? a.resume + " is already at step " + std::to_string(at) + " of --steps " +
+                                   std::to_string(tc.steps) + "; give --steps above " + std::to_string(at) +
+                                   " (the run's total, not the steps to add)"
+                             : a.resume + " has completed its " + std::to_string(tc.steps) +
+                                   " steps; to train further, pass --steps N with N above " + std::to_string(at));
     if (out.empty()) out = fs::path(a.resume).parent_path().string();
     if (out.empty()) out = ".";
   } else {
@@ -183,9 +187,9 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
   check(!ec, "cannot create output folder " + out + ": " + ec.message());
   const std::string ckpt_path = (fs::path(out) / "model.tinygpt").string();
   if (a.resume.empty()) {
-    check(a.overwrite || !fs::exists(ckpt_path),
-          out + " already holds a run (" + ckpt_path + "): continue it with --resume " + ckpt_path +
-              ", or choose another --out, or pass --overwrite to replace it");
+    check(a.overwrite || !fs::exists(ckpt_path), out + " already holds a run (" + ckpt_path +
+                                                     "): continue it with --resume " + ckpt_path +
+                                                     ", or choose another --out, or pass --overwrite to replace it");
   } else {
     trim_run_logs(out, trainer->state().step);
   }
@@ -196,12 +200,14 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
   const ModelConfig& mc = trainer->model_config();
   const int64_t first = trainer->state().step;
   const int64_t last = a.until > 0 ? std::min(a.until, tc.steps) : tc.steps;
-  check(last > first, "nothing to do: the run is at step " + std::to_string(first) + " and --until is " + std::to_string(a.until));
-  std::printf("ptl train: %d layers, d %d, %d heads, ctx %d (%lld parameters), batch %d, %s lr %.2e, steps %lld..%lld\n"
-              "data: %s (%zu train / %zu val bytes)\nout: %s\n",
-              mc.n_layers, mc.d_model, mc.n_heads, mc.ctx, (long long)mc.param_count(), tc.batch, tc.schedule.c_str(),
-              tc.lr, (long long)first + 1, (long long)last, tc.data_path.c_str(), trainer->corpus().train().size(),
-              trainer->corpus().val().size(), out.c_str());
+  check(last > first,
+        "nothing to do: the run is at step " + std::to_string(first) + " and --until is " + std::to_string(a.until));
+  std::printf(
+      "ptl train: %d layers, d %d, %d heads, ctx %d (%lld parameters), batch %d, %s lr %.2e, steps %lld..%lld\n"
+      "data: %s (%zu train / %zu val bytes)\nout: %s\n",
+      mc.n_layers, mc.d_model, mc.n_heads, mc.ctx, (long long)mc.param_count(), tc.batch, tc.schedule.c_str(), tc.lr,
+      (long long)first + 1, (long long)last, tc.data_path.c_str(), trainer->corpus().train().size(),
+      trainer->corpus().val().size(), out.c_str());
   std::fflush(stdout);
 
   TrainingLoop loop(*trainer, TrainingLoop::options_from(*trainer));
@@ -220,7 +226,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     const StepResult& r = rep.result;
     const double tps = r.tokens / r.seconds;
     ema_tps = ema_tps == 0 ? tps : 0.9 * ema_tps + 0.1 * tps;
-    nlohmann::json m = {{"step", r.step},        {"train_loss", r.loss}, {"lr", r.lr},
+    nlohmann::json m = {{"step", r.step},           {"train_loss", r.loss}, {"lr", r.lr},
                         {"grad_norm", r.grad_norm}, {"tokens_per_s", tps},  {"elapsed_s", rep.elapsed_seconds}};
     if (rep.validation) {
       const EvalResult& val = *rep.validation;
@@ -234,7 +240,8 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
   };
   cb.on_sample = [&](int64_t step) {
     std::string text = sample_text(*trainer, 200, tc.seed + uint64_t(step));
-    progress.message("--- sample at step " + std::to_string(step) + " ---\n" + for_terminal(printable_utf8(text)) + "\n---");
+    progress.message("--- sample at step " + std::to_string(step) + " ---\n" + for_terminal(printable_utf8(text)) +
+                     "\n---");
     samples << "--- step " << step << " ---\n" << text << "\n";
     samples.flush();
   };
@@ -244,15 +251,17 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     write_file_atomic(ckpt_path, trainer->save_checkpoint(true));
     wrote_own = true;
   };
-  cb.on_step_end = [&](const StepReport& rep) { progress.update(rep.result.step, rep.result.loss, ema_tps, rep.result.lr); };
+  cb.on_step_end = [&](const StepReport& rep) {
+    progress.update(rep.result.step, rep.result.loss, ema_tps, rep.result.lr);
+  };
   cb.stop_requested = [] { return g_interrupted.load(); };
   const FitResult res = loop.fit(cb);
   if (res.stop == FitResult::diverged) {
     progress.finish();
     const auto saved = loop.saved_step();
     fail(res.divergence->message() + " (try a lower --lr); " +
-         (saved ? "the last good checkpoint is " + (wrote_own ? ckpt_path : a.resume) +
-                      " (step " + std::to_string(*saved) + ")"
+         (saved ? "the last good checkpoint is " + (wrote_own ? ckpt_path : a.resume) + " (step " +
+                      std::to_string(*saved) + ")"
                 : std::string("no checkpoint was written")));
   }
   if (res.stop == FitResult::interrupted) {
@@ -275,7 +284,8 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
 
 void add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a model (default: the Small preset on TinyShakespeare into runs/<time>/)");
+  CLI::App* cmd =
+      app.add_subcommand("train", "Train a model (default: the Small preset on TinyShakespeare into runs/<time>/)");
   cmd->add_option("--preset", a->preset, "Model preset: tiny, small, medium, large, xl, huge, massive, mega, behemoth")
       ->capture_default_str();
   cmd->add_option("--data", a->data, "Training text (default: TinyShakespeare from $PTL_DATA_DIR or ../shared/data)");
@@ -285,11 +295,13 @@ void add_train(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "Sequences per batch (default: the preset's)")->check(at_least(1));
   cmd->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
   cmd->add_option("--schedule", a->schedule, "Learning-rate schedule")
-      ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
+      ->check(CLI::IsMember({"cosine", "constant"}))
+      ->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "Warm-up steps (default: min(100, steps/10))")->check(at_least(0));
   cmd->add_option("--seed", a->seed, "Seed for the weights and the batches")->capture_default_str();
   cmd->add_option("--eval-every", a->eval_every, "Validation loss and checkpoint every N steps")->capture_default_str();
-  cmd->add_option("--sample-every", a->sample_every, "Print a text sample every N steps (0 = never)")->capture_default_str();
+  cmd->add_option("--sample-every", a->sample_every, "Print a text sample every N steps (0 = never)")
+      ->capture_default_str();
   cmd->add_option("--log-every", a->log_every, "When stdout is not a terminal, print a line every N steps")
       ->capture_default_str()
       ->check(at_least(1));
@@ -305,9 +317,11 @@ void add_train(CLI::App& app) {
   cmd->add_option("--heads", a->heads, "Override the preset's number of heads")->check(at_least(1));
   cmd->add_option("--ctx", a->ctx, "Override the preset's context length")->check(at_least(1));
   auto threads = std::make_shared<int>(0);
-  cmd->add_option("--threads", *threads, "CPU threads (default: $PTL_THREADS, else all cores)")
-      ->check(at_least(1));
-  cmd->callback([a, cmd, threads]() { if (*threads > 0) cpu::set_num_threads(*threads); run_train(*a, *cmd); });
+  cmd->add_option("--threads", *threads, "CPU threads (default: $PTL_THREADS, else all cores)")->check(at_least(1));
+  cmd->callback([a, cmd, threads]() {
+    if (*threads > 0) cpu::set_num_threads(*threads);
+    run_train(*a, *cmd);
+  });
 }
 
 }  // namespace ptl::cli

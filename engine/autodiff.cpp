@@ -12,11 +12,19 @@ namespace {
 // Which inputs of a forward op can carry a gradient (token ids, positions and targets cannot).
 std::vector<int> differentiable_inputs(OpKind kind) {
   switch (kind) {
-    case OpKind::embedding: return {1, 2};
-    case OpKind::layernorm: case OpKind::linear: case OpKind::attention: return {0, 1, 2};
-    case OpKind::gelu: case OpKind::cross_entropy: return {0};
-    case OpKind::add: return {0, 1};
-    default: return {};
+    case OpKind::embedding:
+      return {1, 2};
+    case OpKind::layernorm:
+    case OpKind::linear:
+    case OpKind::attention:
+      return {0, 1, 2};
+    case OpKind::gelu:
+    case OpKind::cross_entropy:
+      return {0};
+    case OpKind::add:
+      return {0, 1};
+    default:
+      return {};
   }
 }
 

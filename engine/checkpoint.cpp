@@ -34,15 +34,16 @@ std::string shape_str(const std::vector<int64_t>& s) {
 CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& what) {
   auto fmt = f.metadata.find("format");
   check(fmt == f.metadata.end() || fmt->second != "tinygpt-lora",
-        what + ": this is a LoRA adapter, not a model checkpoint (apply it to its base model as an adapter; "
-               "`ptl lora info` describes it)");
+        what +
+            ": this is a LoRA adapter, not a model checkpoint (apply it to its base model as an adapter; "
+            "`ptl lora info` describes it)");
   check(fmt != f.metadata.end() && fmt->second == "tinygpt",
         what + ": not a tinygpt checkpoint (its safetensors metadata has no format \"tinygpt\")");
   auto ver = f.metadata.find("format_version");
   check(ver != f.metadata.end(), what + ": checkpoint has no format_version");
-  check(ver->second == std::to_string(kCheckpointVersion),
-        what + ": unsupported checkpoint format_version " + ver->second + " (this ptl reads version " +
-            std::to_string(kCheckpointVersion) + ")");
+  check(ver->second == std::to_string(kCheckpointVersion), what + ": unsupported checkpoint format_version " +
+                                                               ver->second + " (this ptl reads version " +
+                                                               std::to_string(kCheckpointVersion) + ")");
 
   CheckpointContents c;
   const nlohmann::json model_json = parse_meta_json(f, "model_config", what);  // names the file itself
@@ -53,8 +54,8 @@ CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& w
   }
   if (auto tok = f.metadata.find("tokenizer"); tok != f.metadata.end()) {
     auto j = parse_meta_json(f, "tokenizer", what);
-    check(j.value("type", "") == "byte", what + ": unsupported tokenizer '" + j.value("type", "?") +
-                                             "' (this ptl has the byte-level tokenizer only)");
+    check(j.value("type", "") == "byte",
+          what + ": unsupported tokenizer '" + j.value("type", "?") + "' (this ptl has the byte-level tokenizer only)");
   }
   if (f.metadata.count("train_config")) {
     const nlohmann::json train_json = parse_meta_json(f, "train_config", what);
@@ -95,22 +96,25 @@ CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& w
     const StoredTensor* s = f.find(t.name);
     check(s != nullptr, what + ": missing tensor '" + t.name + "'");
     check(s->dtype == DType::f32, what + ": tensor '" + t.name + "' must be F32");
-    check(s->shape == t.shape, what + ": tensor '" + t.name + "' has shape " + shape_str(s->shape) + " but the config needs " +
-                                   shape_str(t.shape));
+    check(s->shape == t.shape, what + ": tensor '" + t.name + "' has shape " + shape_str(s->shape) +
+                                   " but the config needs " + shape_str(t.shape));
   }
   int moments = 0, params = int(expected.size());
   for (const auto& s : f.tensors) {
     if (expected.count(s.name)) continue;
     std::string base;
-    if (s.name.starts_with("optim.m.")) base = s.name.substr(8);
-    else if (s.name.starts_with("optim.v.")) base = s.name.substr(8);
+    if (s.name.starts_with("optim.m."))
+      base = s.name.substr(8);
+    else if (s.name.starts_with("optim.v."))
+      base = s.name.substr(8);
     check(!base.empty() && expected.count(base), what + ": unexpected tensor '" + s.name + "' for this model config");
     const StoredTensor* p = f.find(base);
-    check(s.dtype == DType::f32 && s.shape == p->shape, what + ": optimizer tensor '" + s.name + "' does not match its parameter's shape");
+    check(s.dtype == DType::f32 && s.shape == p->shape,
+          what + ": optimizer tensor '" + s.name + "' does not match its parameter's shape");
     ++moments;
   }
-  check(moments == 0 || moments == 2 * params,
-        what + ": optimizer state is incomplete (" + std::to_string(moments) + " of " + std::to_string(2 * params) + " moment tensors)");
+  check(moments == 0 || moments == 2 * params, what + ": optimizer state is incomplete (" + std::to_string(moments) +
+                                                   " of " + std::to_string(2 * params) + " moment tensors)");
   c.has_optimizer = moments > 0;
   return c;
 }
@@ -118,8 +122,9 @@ CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& w
 ModelConfig infer_model_config(const SafeTensors& f, int heads, const std::string& what) {
   const StoredTensor* tok = f.find("tok_emb.weight");
   const StoredTensor* pos = f.find("pos_emb.weight");
-  check(tok && pos, what + ": no tok_emb.weight and pos_emb.weight: not the parameters of this GPT "
-                           "(docs/checkpoint-format.md lists their names)");
+  check(tok && pos, what +
+                        ": no tok_emb.weight and pos_emb.weight: not the parameters of this GPT "
+                        "(docs/checkpoint-format.md lists their names)");
   check(tok->shape.size() == 2 && pos->shape.size() == 2 && tok->shape[1] == pos->shape[1],
         what + ": tok_emb.weight and pos_emb.weight must be [vocab, d] and [ctx, d]");
   ModelConfig mc;
@@ -176,14 +181,14 @@ std::string history_to_json(const std::vector<LossPoint>& history) {
 // Streams over the bytes (no copy of the message), so hashing a large checkpoint costs one pass.
 std::string sha256_hex(const uint8_t* msg, size_t size) {
   static const uint32_t k[64] = {
-      0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
-      0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
-      0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
-      0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-      0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
-      0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
-      0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-      0xc67178f2};
+      0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+      0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+      0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+      0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+      0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+      0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+      0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+      0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
   uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   auto rotr = [](uint32_t x, int n) { return (x >> n) | (x << (32 - n)); };
   auto block = [&](const uint8_t* m) {
@@ -199,9 +204,23 @@ std::string sha256_hex(const uint8_t* msg, size_t size) {
     for (int i = 0; i < 64; ++i) {
       uint32_t t1 = hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
       uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-      hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+      hh = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
     }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+    h[5] += f;
+    h[6] += g;
+    h[7] += hh;
   };
   const size_t full = size / 64 * 64;
   for (size_t off = 0; off < full; off += 64) block(msg + off);

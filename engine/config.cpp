@@ -14,13 +14,13 @@ int64_t ModelConfig::param_count() const {
 }
 
 void ModelConfig::validate() const {
-  check(vocab_size == 256, "model config: vocab_size must be 256 (byte-level tokenizer), got " +
-                               std::to_string(vocab_size));
+  check(vocab_size == 256,
+        "model config: vocab_size must be 256 (byte-level tokenizer), got " + std::to_string(vocab_size));
   check(n_layers >= 1 && n_layers <= 256, "model config: n_layers must be 1..256, got " + std::to_string(n_layers));
   check(d_model >= 1 && d_model <= 16384, "model config: d_model must be 1..16384, got " + std::to_string(d_model));
   check(n_heads >= 1, "model config: n_heads must be at least 1, got " + std::to_string(n_heads));
-  check(d_model % n_heads == 0, "model config: d_model " + std::to_string(d_model) +
-                                    " is not divisible by n_heads " + std::to_string(n_heads));
+  check(d_model % n_heads == 0,
+        "model config: d_model " + std::to_string(d_model) + " is not divisible by n_heads " + std::to_string(n_heads));
   check(ctx >= 1 && ctx <= 65536, "model config: ctx must be 1..65536, got " + std::to_string(ctx));
 }
 
@@ -32,7 +32,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   check(j.is_object(), "model config: expected a JSON object");
   ModelConfig c;
   auto get = [&](const char* key, int& out) {
-    check(j.contains(key) && j[key].is_number_integer(), std::string("model config: missing or non-integer '") + key + "'");
+    check(j.contains(key) && j[key].is_number_integer(),
+          std::string("model config: missing or non-integer '") + key + "'");
     out = j[key].get<int>();
   };
   get("vocab_size", c.vocab_size);
@@ -47,10 +48,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
 const std::vector<Preset>& presets() {
   // docs/model.md, "Presets": layers, d, heads, ctx, batch.
   static const std::vector<Preset> table = {
-      {"tiny", {256, 2, 48, 3, 32}, 16},      {"small", {256, 3, 96, 3, 64}, 16},
-      {"medium", {256, 4, 128, 4, 96}, 16},   {"large", {256, 6, 192, 6, 128}, 12},
-      {"xl", {256, 8, 256, 8, 128}, 8},       {"huge", {256, 12, 256, 8, 256}, 8},
-      {"massive", {256, 14, 384, 12, 256}, 4}, {"mega", {256, 14, 384, 12, 512}, 2},
+      {"tiny", {256, 2, 48, 3, 32}, 16},         {"small", {256, 3, 96, 3, 64}, 16},
+      {"medium", {256, 4, 128, 4, 96}, 16},      {"large", {256, 6, 192, 6, 128}, 12},
+      {"xl", {256, 8, 256, 8, 128}, 8},          {"huge", {256, 12, 256, 8, 256}, 8},
+      {"massive", {256, 14, 384, 12, 256}, 4},   {"mega", {256, 14, 384, 12, 512}, 2},
       {"behemoth", {256, 24, 1280, 20, 512}, 1},
   };
   return table;
@@ -93,11 +94,21 @@ void TrainConfig::validate() const {
 }
 
 nlohmann::json TrainConfig::to_json() const {
-  return {{"batch", batch},         {"steps", steps},         {"lr", lr},
-          {"schedule", schedule},   {"warmup", warmup},       {"min_lr_frac", min_lr_frac},
-          {"beta1", beta1},         {"beta2", beta2},         {"eps", eps},
-          {"weight_decay", weight_decay}, {"grad_clip", grad_clip}, {"seed", seed},
-          {"eval_every", eval_every}, {"eval_batches", eval_batches}, {"sample_every", sample_every},
+  return {{"batch", batch},
+          {"steps", steps},
+          {"lr", lr},
+          {"schedule", schedule},
+          {"warmup", warmup},
+          {"min_lr_frac", min_lr_frac},
+          {"beta1", beta1},
+          {"beta2", beta2},
+          {"eps", eps},
+          {"weight_decay", weight_decay},
+          {"grad_clip", grad_clip},
+          {"seed", seed},
+          {"eval_every", eval_every},
+          {"eval_batches", eval_batches},
+          {"sample_every", sample_every},
           {"data_path", data_path}};
 }
 
@@ -109,10 +120,21 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
     if (j.contains(key) && !j[key].is_null()) out = j[key].get<std::decay_t<decltype(out)>>();
   };
   try {
-    opt("batch", c.batch); opt("steps", c.steps); opt("lr", c.lr); opt("schedule", c.schedule);
-    opt("warmup", c.warmup); opt("min_lr_frac", c.min_lr_frac); opt("beta1", c.beta1); opt("beta2", c.beta2);
-    opt("eps", c.eps); opt("weight_decay", c.weight_decay); opt("grad_clip", c.grad_clip); opt("seed", c.seed);
-    opt("eval_every", c.eval_every); opt("eval_batches", c.eval_batches); opt("sample_every", c.sample_every);
+    opt("batch", c.batch);
+    opt("steps", c.steps);
+    opt("lr", c.lr);
+    opt("schedule", c.schedule);
+    opt("warmup", c.warmup);
+    opt("min_lr_frac", c.min_lr_frac);
+    opt("beta1", c.beta1);
+    opt("beta2", c.beta2);
+    opt("eps", c.eps);
+    opt("weight_decay", c.weight_decay);
+    opt("grad_clip", c.grad_clip);
+    opt("seed", c.seed);
+    opt("eval_every", c.eval_every);
+    opt("eval_batches", c.eval_batches);
+    opt("sample_every", c.sample_every);
     opt("data_path", c.data_path);
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("train config: ") + e.what());

@@ -1,10 +1,9 @@
 #pragma once
 // Model and training configuration, and the presets of docs/model.md.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace ptl {
 
@@ -34,18 +33,18 @@ const Preset& find_preset(const std::string& name);  // case-insensitive; throws
 
 struct TrainConfig {
   int batch = 16;
-  int64_t steps = 1500;          // total planned steps (the schedule spans these)
-  double lr = 3e-4;              // peak learning rate
+  int64_t steps = 1500;             // total planned steps (the schedule spans these)
+  double lr = 3e-4;                 // peak learning rate
   std::string schedule = "cosine";  // cosine | constant
-  int64_t warmup = -1;           // warm-up steps; -1 = automatic (min(100, steps/10))
-  double min_lr_frac = 0.1;      // cosine decays to this fraction of the peak
+  int64_t warmup = -1;              // warm-up steps; -1 = automatic (min(100, steps/10))
+  double min_lr_frac = 0.1;         // cosine decays to this fraction of the peak
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
   double grad_clip = 1.0;
   uint64_t seed = 1337;
-  int64_t eval_every = 100;      // validation every N steps (0 = only at the end)
-  int eval_batches = 8;          // windows of the validation split: eval_batches * batch
-  int64_t sample_every = 500;    // sample text every N steps (0 = never)
-  std::string data_path;         // corpus the run was trained on (for `ptl eval` without --data)
+  int64_t eval_every = 100;    // validation every N steps (0 = only at the end)
+  int eval_batches = 8;        // windows of the validation split: eval_batches * batch
+  int64_t sample_every = 500;  // sample text every N steps (0 = never)
+  std::string data_path;       // corpus the run was trained on (for `ptl eval` without --data)
 
   int64_t warmup_steps() const;
   double lr_at(int64_t step) const;  // learning rate for 0-based step `step`

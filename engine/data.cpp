@@ -50,9 +50,10 @@ Corpus::Corpus(std::string bytes, int ctx, double val_fraction, const std::strin
   const size_t n_val = size_t(double(bytes.size()) * val_fraction);
   const size_t n_train = bytes.size() - n_val;
   const size_t need = size_t(ctx) + 1;
-  check(n_train >= need, name + ": corpus too small: " + std::to_string(bytes.size()) + " bytes gives a training split of " +
-                             std::to_string(n_train) + " bytes, but a context of " + std::to_string(ctx) +
-                             " needs windows of " + std::to_string(need) + " bytes");
+  check(n_train >= need, name + ": corpus too small: " + std::to_string(bytes.size()) +
+                             " bytes gives a training split of " + std::to_string(n_train) +
+                             " bytes, but a context of " + std::to_string(ctx) + " needs windows of " +
+                             std::to_string(need) + " bytes");
   check(n_val == 0 || n_val >= need, name + ": corpus too small: its validation split (last " +
                                          std::to_string(int(val_fraction * 100)) + "%) has " + std::to_string(n_val) +
                                          " bytes, fewer than one window of " + std::to_string(need) +
@@ -127,7 +128,7 @@ std::string find_tinyshakespeare() {
   std::vector<fs::path> tried;
   if (const char* dir = std::getenv("PTL_DATA_DIR")) tried.push_back(fs::path(dir) / "tinyshakespeare.txt");
   // ../shared/data relative to the working directory and to each parent of it.
-  for (fs::path d = fs::current_path(); ; d = d.parent_path()) {
+  for (fs::path d = fs::current_path();; d = d.parent_path()) {
     tried.push_back(d / ".." / "shared" / "data" / "tinyshakespeare.txt");
     tried.push_back(d / "shared" / "data" / "tinyshakespeare.txt");
     if (d == d.parent_path()) break;
@@ -143,8 +144,8 @@ std::string find_tinyshakespeare() {
   std::error_code ec;
   fs::create_directories(cache, ec);
   const std::string tmp = target.string() + ".download";
-  std::string cmd = "curl -fsSL --max-time 60 -o '" + tmp + "' '" + kShakespeareUrl + "' 2>/dev/null || wget -q -T 60 -O '" +
-                    tmp + "' '" + kShakespeareUrl + "' 2>/dev/null";
+  std::string cmd = "curl -fsSL --max-time 60 -o '" + tmp + "' '" + kShakespeareUrl +
+                    "' 2>/dev/null || wget -q -T 60 -O '" + tmp + "' '" + kShakespeareUrl + "' 2>/dev/null";
   int rc = std::system(cmd.c_str());
   if (rc == 0) {
     std::array<char, 128> buf{};
@@ -159,8 +160,10 @@ std::string find_tinyshakespeare() {
     }
   }
   fs::remove(tmp, ec);
-  fail("TinyShakespeare not found: set PTL_DATA_DIR to a folder holding tinyshakespeare.txt, put it in "
-       "../shared/data, or pass --data FILE (the download from " + std::string(kShakespeareUrl) + " failed)");
+  fail(
+      "TinyShakespeare not found: set PTL_DATA_DIR to a folder holding tinyshakespeare.txt, put it in "
+      "../shared/data, or pass --data FILE (the download from " +
+      std::string(kShakespeareUrl) + " failed)");
 }
 
 }  // namespace ptl

@@ -35,9 +35,9 @@ class Executor {
   // Throws unless `bytes` fits tensor `name` of the program; returns its id.
   int checked_id(const std::string& name, size_t bytes) const {
     const int id = program().id(name);
-    check(bytes <= size_t(program().tensor(id).bytes()),
-          "tensor '" + name + "' holds " + std::to_string(program().tensor(id).bytes()) + " bytes, not " +
-              std::to_string(bytes));
+    check(bytes <= size_t(program().tensor(id).bytes()), "tensor '" + name + "' holds " +
+                                                             std::to_string(program().tensor(id).bytes()) +
+                                                             " bytes, not " + std::to_string(bytes));
     return id;
   }
 };

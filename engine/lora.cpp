@@ -118,7 +118,8 @@ AdapterContents inspect_adapter(const SafeTensors& f, const std::string& what) {
   auto ver = f.metadata.find("format_version");
   check(ver != f.metadata.end(), what + ": adapter has no format_version");
   check(ver->second == std::to_string(kAdapterVersion), what + ": unsupported adapter format_version " + ver->second +
-                                                            " (this ptl reads version " + std::to_string(kAdapterVersion) + ")");
+                                                            " (this ptl reads version " +
+                                                            std::to_string(kAdapterVersion) + ")");
   AdapterContents c;
   try {
     c.base_model = ModelConfig::from_json(meta_json(f, "model_config", what));

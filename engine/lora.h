@@ -3,12 +3,11 @@
 // tensors (blocks.{i}.attn.q_proj.lora_A [r, in], .lora_B [out, r], ...) and metadata that ties
 // them to the exact base checkpoint they were trained on (its sha256 and model config).
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/checkpoint.h"
 #include "engine/model.h"
@@ -31,11 +30,11 @@ LoraConfig lora_from_json(const nlohmann::json&);
 std::vector<TensorInfo> adapter_tensors(const ModelConfig&, const LoraConfig&);
 
 struct AdapterContents {
-  ModelConfig base_model;      // the config of the base it was trained on
-  std::string base_sha256;     // sha256 of the base checkpoint file's bytes
+  ModelConfig base_model;   // the config of the base it was trained on
+  std::string base_sha256;  // sha256 of the base checkpoint file's bytes
   LoraConfig lora;
   std::optional<TrainConfig> train;
-  int64_t steps = 0;           // optimizer steps the adapter was trained for
+  int64_t steps = 0;  // optimizer steps the adapter was trained for
   std::vector<LossPoint> history;
   std::string created_by;
 };

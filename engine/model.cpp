@@ -81,8 +81,8 @@ struct Builder {
     if (decode) {
       // Generation: append this token's k, v to the cache, attend over everything so far.
       auto cache = [&](const char* which) {
-        return p.add_tensor({std::string("cache.") + which + "." + std::to_string(layer), TensorKind::state,
-                             DType::f32, {cfg.ctx, C}});
+        return p.add_tensor(
+            {std::string("cache.") + which + "." + std::to_string(layer), TensorKind::state, DType::f32, {cfg.ctx, C}});
       };
       int kc = cache("k"), vc = cache("v");
       p.add_op(OpKind::kv_cache_write, {k, v, pos0}, {kc, vc});
@@ -182,7 +182,8 @@ int build_forward(Program& p, const ModelConfig& cfg, const BuildOptions& opt) {
   Builder b{p, cfg, opt};
   const int64_t B = opt.batch, T = opt.seq ? opt.seq : cfg.ctx, V = cfg.vocab_size, C = cfg.d_model;
   check(B >= 1, "batch must be at least 1");
-  check(T >= 1 && T <= cfg.ctx, "sequence length " + std::to_string(T) + " exceeds the context " + std::to_string(cfg.ctx));
+  check(T >= 1 && T <= cfg.ctx,
+        "sequence length " + std::to_string(T) + " exceeds the context " + std::to_string(cfg.ctx));
   declare_parameters(p, cfg, opt.lora);
 
   int tokens = b.input("tokens", {B, T}, DType::i32);
@@ -252,9 +253,9 @@ Program build_train_program(const ModelConfig& cfg, const BuildOptions& opt, con
     // Decay only matrices and embeddings, never biases or LayerNorm gains; adapters use their own.
     const bool is_lora = t.name.ends_with(".lora_A") || t.name.ends_with(".lora_B");
     const double wd = is_lora ? opt.lora.weight_decay : (t.shape.size() == 2 ? tc.weight_decay : 0.0);
-    p.add_op(OpKind::adamw, {params[i], grads[i], m, v, norm, hparams}, {params[i], m, v},
-             {{"beta1", tc.beta1}, {"beta2", tc.beta2}, {"eps", tc.eps}, {"weight_decay", wd},
-              {"max_norm", tc.grad_clip}});
+    p.add_op(
+        OpKind::adamw, {params[i], grads[i], m, v, norm, hparams}, {params[i], m, v},
+        {{"beta1", tc.beta1}, {"beta2", tc.beta2}, {"eps", tc.eps}, {"weight_decay", wd}, {"max_norm", tc.grad_clip}});
   }
   return p;
 }

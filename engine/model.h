@@ -22,9 +22,9 @@ struct LoraConfig {
 
 struct BuildOptions {
   int batch = 1;
-  int seq = 0;                // tokens per row; 0 = the model's ctx
-  bool loss_mask = false;     // SFT: a per-position mask input weights the loss
-  LoraConfig lora;            // when enabled the base is frozen and only adapters train
+  int seq = 0;             // tokens per row; 0 = the model's ctx
+  bool loss_mask = false;  // SFT: a per-position mask input weights the loss
+  LoraConfig lora;         // when enabled the base is frozen and only adapters train
   // Inspection: next to each layer's attention, an attention_probs op over the same q and k
   // writes the probabilities it applies, "blocks.{i}.attn.probs" [B, H, T, T].
   bool attention_probs = false;
@@ -42,8 +42,8 @@ void init_parameter(const ModelConfig&, const TensorInfo&, uint64_t seed, float*
 int build_forward(Program&, const ModelConfig&, const BuildOptions&);
 
 // The programs a backend runs.
-Program build_forward_program(const ModelConfig&, const BuildOptions&);   // logits only
-Program build_eval_program(const ModelConfig&, const BuildOptions&);      // logits + loss
+Program build_forward_program(const ModelConfig&, const BuildOptions&);  // logits only
+Program build_eval_program(const ModelConfig&, const BuildOptions&);     // logits + loss
 // Forward + loss + backward + gradient norm + AdamW. Inputs: "tokens", "targets", ["loss_mask"],
 // "optim.hparams" f32[2] = {learning rate, 1-based step}. Outputs: "loss", "grad_norm".
 Program build_train_program(const ModelConfig&, const BuildOptions&, const TrainConfig&);

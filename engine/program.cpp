@@ -6,10 +6,25 @@ namespace ptl {
 
 namespace {
 constexpr const char* kOpNames[] = {
-    "embedding",       "embedding_backward", "layernorm",          "layernorm_backward", "linear",
-    "linear_backward", "attention",          "attention_backward", "kv_cache_write",     "attention_cached",
-    "attention_probs", "gelu",               "gelu_backward",      "add",                "add_backward",
-    "cross_entropy",   "cross_entropy_backward", "grad_norm",      "adamw",
+    "embedding",
+    "embedding_backward",
+    "layernorm",
+    "layernorm_backward",
+    "linear",
+    "linear_backward",
+    "attention",
+    "attention_backward",
+    "kv_cache_write",
+    "attention_cached",
+    "attention_probs",
+    "gelu",
+    "gelu_backward",
+    "add",
+    "add_backward",
+    "cross_entropy",
+    "cross_entropy_backward",
+    "grad_norm",
+    "adamw",
 };
 // One name per OpKind, in its order.
 static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::adamw) + 1);
@@ -68,8 +83,11 @@ nlohmann::json Program::to_json() const {
   j["name"] = name;
   auto& ts = j["tensors"] = nlohmann::json::array();
   for (const auto& t : tensors)
-    ts.push_back({{"name", t.name}, {"kind", to_string(t.kind)}, {"dtype", to_string(t.dtype)},
-                  {"shape", t.shape}, {"trainable", t.trainable}});
+    ts.push_back({{"name", t.name},
+                  {"kind", to_string(t.kind)},
+                  {"dtype", to_string(t.dtype)},
+                  {"shape", t.shape},
+                  {"trainable", t.trainable}});
   auto& os = j["ops"] = nlohmann::json::array();
   for (const auto& op : ops)
     os.push_back({{"op", to_string(op.kind)}, {"inputs", op.inputs}, {"outputs", op.outputs}, {"attrs", op.attrs}});

@@ -7,10 +7,9 @@
 // (if it is differentiable) a rule in autodiff.cpp.
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace ptl {
 
@@ -49,25 +48,25 @@ struct TensorInfo {
 
 // Op kinds. The string names are the serialised form and the kernel file names.
 enum class OpKind {
-  embedding,              // in: tokens, tok_emb, pos_emb [, pos0]  out: x
-  embedding_backward,     // in: dx, tokens [, pos0]                 out: dtok_emb, dpos_emb
-  layernorm,              // in: x, w, b                             out: y, mean, rstd
-  layernorm_backward,     // in: dy, x, w, mean, rstd                out: dx, dw, db
-  linear,                 // in: x[M,K], W[N,K] [, b[N]]             out: y[M,N] = x W^T + b
-  linear_backward,        // in: dy, x, W                            out: dx, dW, db (any may be absent)
-  attention,              // in: q, k, v [B,T,C]                     out: y, lse [B,H,T]   (causal)
-  attention_backward,     // in: dy, q, k, v, y, lse                 out: dq, dk, dv
-  kv_cache_write,         // in: k, v [n,C], pos0                    out: k_cache, v_cache [ctx,C] (in place)
-  attention_cached,       // in: q [n,C], k_cache, v_cache, pos0     out: y [n,C]
-  attention_probs,        // in: q, k [B,T,C]                        out: probs [B,H,T,T] (causal softmax; inspection)
-  gelu,                   // in: x                                   out: y
-  gelu_backward,          // in: dy, x                               out: dx
-  add,                    // in: a, b                                out: y = a + alpha * b
-  add_backward,           // in: dy                                  out: da = dy, db = alpha * dy
-  cross_entropy,          // in: logits[M,V], targets [, mask]       out: loss[1], lse[M]
-  cross_entropy_backward, // in: logits, targets, lse [, mask]       out: dlogits
-  grad_norm,              // in: every gradient                      out: norm[1]
-  adamw,                  // in: param, grad, m, v, norm, hparams    out: param, m, v (in place)
+  embedding,               // in: tokens, tok_emb, pos_emb [, pos0]  out: x
+  embedding_backward,      // in: dx, tokens [, pos0]                 out: dtok_emb, dpos_emb
+  layernorm,               // in: x, w, b                             out: y, mean, rstd
+  layernorm_backward,      // in: dy, x, w, mean, rstd                out: dx, dw, db
+  linear,                  // in: x[M,K], W[N,K] [, b[N]]             out: y[M,N] = x W^T + b
+  linear_backward,         // in: dy, x, W                            out: dx, dW, db (any may be absent)
+  attention,               // in: q, k, v [B,T,C]                     out: y, lse [B,H,T]   (causal)
+  attention_backward,      // in: dy, q, k, v, y, lse                 out: dq, dk, dv
+  kv_cache_write,          // in: k, v [n,C], pos0                    out: k_cache, v_cache [ctx,C] (in place)
+  attention_cached,        // in: q [n,C], k_cache, v_cache, pos0     out: y [n,C]
+  attention_probs,         // in: q, k [B,T,C]                        out: probs [B,H,T,T] (causal softmax; inspection)
+  gelu,                    // in: x                                   out: y
+  gelu_backward,           // in: dy, x                               out: dx
+  add,                     // in: a, b                                out: y = a + alpha * b
+  add_backward,            // in: dy                                  out: da = dy, db = alpha * dy
+  cross_entropy,           // in: logits[M,V], targets [, mask]       out: loss[1], lse[M]
+  cross_entropy_backward,  // in: logits, targets, lse [, mask]       out: dlogits
+  grad_norm,               // in: every gradient                      out: norm[1]
+  adamw,                   // in: param, grad, m, v, norm, hparams    out: param, m, v (in place)
 };
 
 const char* to_string(OpKind);
@@ -97,12 +96,11 @@ struct Program {
   std::vector<TensorInfo> tensors;
   std::vector<Op> ops;
 
-  int add_tensor(TensorInfo info);  // throws if the name exists with a different shape/kind
+  int add_tensor(TensorInfo info);          // throws if the name exists with a different shape/kind
   int find(const std::string& name) const;  // -1 when absent
   int id(const std::string& name) const;    // throws when absent
   const TensorInfo& tensor(int id) const { return tensors.at(id); }
-  void add_op(OpKind kind, std::vector<int> inputs, std::vector<int> outputs,
-              std::map<std::string, double> attrs = {});
+  void add_op(OpKind kind, std::vector<int> inputs, std::vector<int> outputs, std::map<std::string, double> attrs = {});
 
   nlohmann::json to_json() const;
   static Program from_json(const nlohmann::json&);

@@ -9,7 +9,7 @@ namespace ptl {
 
 double portable_log(double x) {
   int e = 0;
-  double m = std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1): exact
+  double m = std::frexp(x, &e);   // x = m * 2^e, m in [0.5, 1): exact
   if (m < 0.70710678118654752) {  // keep m in [sqrt(1/2), sqrt(2)) so the series converges fast
     m *= 2.0;
     e -= 1;

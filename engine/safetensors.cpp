@@ -1,5 +1,9 @@
 #include "engine/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -7,17 +11,12 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <system_error>
 #include <tuple>
 #include <utility>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/error.h"
 
@@ -37,8 +36,10 @@ constexpr uint64_t kMaxHeaderBytes = 100ull * 1024 * 1024;
 // Local names so this file does not depend on program.cpp.
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::f32: return "F32";
-    case DType::i32: return "I32";
+    case DType::f32:
+      return "F32";
+    case DType::i32:
+      return "I32";
   }
   return "?";
 }
@@ -135,8 +136,8 @@ std::vector<uint8_t> encode_safetensors(const SafeTensors& st) {
     check(element_bytes(t.shape, std::numeric_limits<uint64_t>::max(), &bytes),
           "safetensors: tensor " + quote(t.name) + " has invalid shape " + shape_string(t.shape));
     check(bytes == t.data.size(), "safetensors: tensor " + quote(t.name) + " holds " + std::to_string(t.data.size()) +
-                                      " bytes but dtype " + dtype_name(t.dtype) + " x shape " +
-                                      shape_string(t.shape) + " needs " + std::to_string(bytes));
+                                      " bytes but dtype " + dtype_name(t.dtype) + " x shape " + shape_string(t.shape) +
+                                      " needs " + std::to_string(bytes));
     nlohmann::ordered_json info = nlohmann::ordered_json::object();
     info["dtype"] = dtype_name(t.dtype);
     info["shape"] = t.shape;
@@ -173,14 +174,13 @@ std::vector<uint8_t> encode_safetensors(const SafeTensors& st) {
 SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::string& what) {
   const std::string src = what + ": ";
   check(size != 0, src + "empty file");
-  check(size >= 8, src + "not a safetensors file (" + std::to_string(size) +
-                       " bytes, too short for the 8-byte header length)");
+  check(size >= 8,
+        src + "not a safetensors file (" + std::to_string(size) + " bytes, too short for the 8-byte header length)");
   uint64_t n = 0;
   std::memcpy(&n, bytes, 8);  // little-endian (see static_assert above)
   const uint64_t rest = size - 8;
   if (n > kMaxHeaderBytes) {
-    if (n > rest)
-      fail(src + "not a safetensors file (header length " + std::to_string(n) + " larger than the file)");
+    if (n > rest) fail(src + "not a safetensors file (header length " + std::to_string(n) + " larger than the file)");
     fail(src + "not a safetensors file (header length " + std::to_string(n) + " exceeds the 100 MB limit)");
   }
   check(n <= rest, src + "truncated file (header says " + std::to_string(n) + " bytes of header, file has " +
@@ -242,9 +242,12 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
     const std::string dtype = info.at("dtype").get<std::string>();
     StoredTensor t;
     t.name = name;
-    if (dtype == "F32") t.dtype = DType::f32;
-    else if (dtype == "I32") t.dtype = DType::i32;
-    else fail(src + tname + " has dtype " + dtype + "; only F32 and I32 are supported");
+    if (dtype == "F32")
+      t.dtype = DType::f32;
+    else if (dtype == "I32")
+      t.dtype = DType::i32;
+    else
+      fail(src + tname + " has dtype " + dtype + "; only F32 and I32 are supported");
 
     check(info.contains("shape") && info.at("shape").is_array(), src + tname + " has no shape array");
     for (const auto& d : info.at("shape")) {
@@ -262,9 +265,9 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
 
     uint64_t expect = 0;
     const bool fits = element_bytes(t.shape, std::numeric_limits<uint64_t>::max(), &expect);
-    check(fits && end - begin == expect,
-          src + tname + " data_offsets " + offs_str + " do not match dtype " + dtype + " x shape " +
-              shape_string(t.shape) + " (" + (fits ? std::to_string(expect) : std::string("too many")) + " bytes)");
+    check(fits && end - begin == expect, src + tname + " data_offsets " + offs_str + " do not match dtype " + dtype +
+                                             " x shape " + shape_string(t.shape) + " (" +
+                                             (fits ? std::to_string(expect) : std::string("too many")) + " bytes)");
     check(end <= data_size, src + tname + " offsets lie outside the data area (data_offsets " + offs_str +
                                 ", data area has " + std::to_string(data_size) +
                                 " bytes): the file is shorter than its header says (truncated?)");
@@ -274,9 +277,8 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
 
   // The tensors must tile the data area exactly, as the reference implementation requires: no
   // overlap, no gaps, no trailing bytes.
-  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
-  });
+  std::stable_sort(spans.begin(), spans.end(),
+                   [](const Span& a, const Span& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
   uint64_t pos = 0;
   const StoredTensor* prev = nullptr;
   for (const auto& s : spans) {
@@ -288,8 +290,8 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
     pos = s.end;
     if (s.end > s.begin) prev = &t;
   }
-  check(pos == data_size, src + "data area has " + std::to_string(data_size - pos) +
-                              " trailing bytes that belong to no tensor");
+  check(pos == data_size,
+        src + "data area has " + std::to_string(data_size - pos) + " trailing bytes that belong to no tensor");
 
   // Copy the bytes, and keep the tensors in file order (data_offsets) rather than JSON key order.
   std::vector<StoredTensor> ordered;
@@ -311,7 +313,7 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) fail("cannot read " + path + ": " + std::strerror(errno));
   std::vector<uint8_t> out;
-  struct stat sb{};
+  struct stat sb {};
   if (::fstat(::fileno(f), &sb) == 0 && sb.st_size > 0) out.reserve(static_cast<size_t>(sb.st_size));
   uint8_t buf[1 << 16];
   for (;;) {
@@ -332,8 +334,9 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   if (!ec && std::filesystem::exists(st))
-    check(std::filesystem::is_regular_file(st), "cannot write " + path + ": it exists and is not a regular file" +
-                                                    std::string(std::filesystem::is_directory(st) ? " (a folder)" : ""));
+    check(std::filesystem::is_regular_file(st),
+          "cannot write " + path + ": it exists and is not a regular file" +
+              std::string(std::filesystem::is_directory(st) ? " (a folder)" : ""));
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("cannot write " + path + ": " + std::strerror(errno));

@@ -34,13 +34,15 @@ std::string render_chat(const std::vector<ChatMessage>& messages, std::vector<ui
 }
 
 std::string chat_prompt(const SftExample& e) {
-  check(!e.messages.empty() && e.messages.back().role == "assistant", "a chat example must end with the assistant's reply");
+  check(!e.messages.empty() && e.messages.back().role == "assistant",
+        "a chat example must end with the assistant's reply");
   std::vector<ChatMessage> before(e.messages.begin(), e.messages.end() - 1);
   return render_chat(before) + "<|assistant|>\n";
 }
 
 const std::string& chat_reply(const SftExample& e) {
-  check(!e.messages.empty() && e.messages.back().role == "assistant", "a chat example must end with the assistant's reply");
+  check(!e.messages.empty() && e.messages.back().role == "assistant",
+        "a chat example must end with the assistant's reply");
   return e.messages.back().content;
 }
 
@@ -79,7 +81,8 @@ std::vector<SftExample> parse_sft_jsonl(const std::string& text, const std::stri
         ChatMessage m{text_field(msgs[i], "role", ctx), text_field(msgs[i], "content", ctx)};
         check(m.role == "system" || m.role == "user" || m.role == "assistant",
               where + ctx + "has role \"" + m.role + "\" (expected system, user or assistant)");
-        if (m.role == "assistant") check(!m.content.empty(), where + "empty response (message " + std::to_string(i + 1) + ")");
+        if (m.role == "assistant")
+          check(!m.content.empty(), where + "empty response (message " + std::to_string(i + 1) + ")");
         ex.messages.push_back(std::move(m));
       }
       check(ex.messages.back().role == "assistant", where + "the last message must be the assistant's reply");
@@ -107,10 +110,13 @@ SftData::SftData(const std::vector<SftExample>& examples, int ctx, double val_fr
   for (size_t i = 0; i < examples.size(); ++i) {
     Rendered r;
     r.bytes = render_chat(examples[i].messages, &r.trained);
-    const std::string where = examples[i].line ? at_line(what, examples[i].line) : what + " example " + std::to_string(i + 1) + ": ";
-    check(r.bytes.size() <= size_t(ctx) + 1,
-          where + "the example is " + std::to_string(r.bytes.size()) + " bytes with the chat template, longer than one "
-                  "context window (ctx + 1 = " + std::to_string(ctx + 1) + " bytes); shorten it or use a model with a longer context");
+    const std::string where =
+        examples[i].line ? at_line(what, examples[i].line) : what + " example " + std::to_string(i + 1) + ": ";
+    check(r.bytes.size() <= size_t(ctx) + 1, where + "the example is " + std::to_string(r.bytes.size()) +
+                                                 " bytes with the chat template, longer than one "
+                                                 "context window (ctx + 1 = " +
+                                                 std::to_string(ctx + 1) +
+                                                 " bytes); shorten it or use a model with a longer context");
     (i < n_train ? train_ : val_).push_back(std::move(r));
   }
 }
@@ -172,8 +178,10 @@ std::vector<Batch> SftData::pack(const std::vector<const Rendered*>& examples, i
     Batch b{batch, ctx, std::vector<int32_t>(size_t(batch) * ctx), std::vector<int32_t>(size_t(batch) * ctx),
             std::vector<float>(size_t(batch) * ctx)};
     for (int row = 0; row < batch; ++row) {
-      if (i + row < rows.size()) fill_row(b, row, rows[i + row].first, rows[i + row].second, ctx);
-      else fill_row(b, row, "", {}, ctx);
+      if (i + row < rows.size())
+        fill_row(b, row, rows[i + row].first, rows[i + row].second, ctx);
+      else
+        fill_row(b, row, "", {}, ctx);
     }
     out.push_back(std::move(b));
   }

@@ -53,10 +53,12 @@ void Trainer::load_checkpoint(const std::vector<uint8_t>& bytes, const std::stri
 std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
   SafeTensors f = with_checkpoint_metadata({}, model_);  // format, version, model, tokenizer, created_by
   f.metadata["train_config"] = train_.to_json().dump();
-  f.metadata["train_state"] = nlohmann::json{{"step", state_.step},
-                                             {"data_rng", state_.data_rng.to_hex()},
-                                             {"tokens_seen", state_.tokens_seen},
-                                             {"elapsed_seconds", state_.elapsed_seconds}}.dump();
+  f.metadata["train_state"] = nlohmann::json{
+      {"step", state_.step},
+      {"data_rng", state_.data_rng.to_hex()},
+      {"tokens_seen", state_.tokens_seen},
+      {"elapsed_seconds",
+       state_.elapsed_seconds}}.dump();
   // The whole curve, thinned as it grows (training_loop.h).
   f.metadata["loss_history"] = history_to_json(history_);
   if (!lora_merged_.empty()) f.metadata["lora_merged"] = lora_merged_;
@@ -120,8 +122,9 @@ Batch Trainer::next_train_batch() {
 StepResult Trainer::train_step() { return train_step(next_train_batch()); }
 
 int64_t Trainer::count_external_step(const Batch& batch) {
-  check(batch.batch == train_.batch && batch.seq == model_.ctx,
-        "batch shape [" + std::to_string(batch.batch) + ", " + std::to_string(batch.seq) + "] does not match the training program");
+  check(batch.batch == train_.batch && batch.seq == model_.ctx, "batch shape [" + std::to_string(batch.batch) + ", " +
+                                                                    std::to_string(batch.seq) +
+                                                                    "] does not match the training program");
   state_.tokens_seen += int64_t(batch.batch) * batch.seq;
   return ++state_.step;
 }
@@ -130,7 +133,8 @@ std::vector<TensorInfo> Trainer::state_tensors() const {
   std::vector<TensorInfo> out = parameter_list(model_, lora_);
   const std::vector<TensorInfo> trainable = lora_.enabled() ? adapter_tensors(model_, lora_) : parameter_list(model_);
   for (const char* which : {"optim.m.", "optim.v."})
-    for (const auto& t : trainable) out.push_back(TensorInfo{which + t.name, TensorKind::optim_state, DType::f32, t.shape});
+    for (const auto& t : trainable)
+      out.push_back(TensorInfo{which + t.name, TensorKind::optim_state, DType::f32, t.shape});
   return out;
 }
 
@@ -152,8 +156,8 @@ const float* Trainer::read_tensor(const std::string& name) const {
 void Trainer::write_tensor(const std::string& name, const void* data, size_t bytes) {
   const auto all = state_tensors();
   const TensorInfo& t = state_tensor(all, name);
-  check(bytes == size_t(t.bytes()), "tensor '" + name + "' holds " + std::to_string(t.bytes()) + " bytes, not " +
-                                        std::to_string(bytes));
+  check(bytes == size_t(t.bytes()),
+        "tensor '" + name + "' holds " + std::to_string(t.bytes()) + " bytes, not " + std::to_string(bytes));
   check(data != nullptr || bytes == 0, "null data pointer");
   std::memcpy(store_.get_or_create(t), data, bytes);
   gen_.reset();
@@ -165,8 +169,9 @@ void Trainer::set_step(int64_t step) {
 }
 
 StepResult Trainer::train_step(const Batch& batch) {
-  check(batch.batch == train_.batch && batch.seq == model_.ctx,
-        "batch shape [" + std::to_string(batch.batch) + ", " + std::to_string(batch.seq) + "] does not match the training program");
+  check(batch.batch == train_.batch && batch.seq == model_.ctx, "batch shape [" + std::to_string(batch.batch) + ", " +
+                                                                    std::to_string(batch.seq) +
+                                                                    "] does not match the training program");
   check(batch.mask.empty() || batch.mask.size() == batch.inputs.size(), "batch mask does not match its tokens");
   auto t0 = std::chrono::steady_clock::now();
   if (!batch.mask.empty() && !train_masked_) {
@@ -180,8 +185,10 @@ StepResult Trainer::train_step(const Batch& batch) {
   ex.write("tokens", batch.inputs.data(), batch.inputs.size() * 4);
   ex.write("targets", batch.targets.data(), batch.targets.size() * 4);
   if (train_masked_) {
-    if (batch.mask.empty()) ex.write("loss_mask", std::vector<float>(batch.inputs.size(), 1.0f).data(), batch.inputs.size() * 4);
-    else ex.write("loss_mask", batch.mask.data(), batch.mask.size() * 4);
+    if (batch.mask.empty())
+      ex.write("loss_mask", std::vector<float>(batch.inputs.size(), 1.0f).data(), batch.inputs.size() * 4);
+    else
+      ex.write("loss_mask", batch.mask.data(), batch.mask.size() * 4);
   }
   const double lr = train_.lr_at(state_.step);
   const float hp[2] = {float(lr), float(state_.step + 1)};

@@ -63,11 +63,11 @@ class Trainer {
   bool has_corpus() const { return corpus_ != nullptr; }
   const Corpus& corpus() const;
 
-  StepResult train_step();                    // train_step(next_train_batch())
-  StepResult train_step(const Batch& batch);  // on a given batch (tests, parity); batch.mask = SFT loss mask
-  double batch_loss(const Batch& batch);      // evaluation program; logits() then holds its logits
-  const float* logits();                      // [B*T, V] of the last batch_loss
-  EvalResult validation_loss();               // the fixed validation windows (or the SFT validation examples)
+  StepResult train_step();                             // train_step(next_train_batch())
+  StepResult train_step(const Batch& batch);           // on a given batch (tests, parity); batch.mask = SFT loss mask
+  double batch_loss(const Batch& batch);               // evaluation program; logits() then holds its logits
+  const float* logits();                               // [B*T, V] of the last batch_loss
+  EvalResult validation_loss();                        // the fixed validation windows (or the SFT validation examples)
   EvalResult evaluate_text(const std::string& bytes);  // every byte of a text, window by window
   // Mean loss over batches, each position weighted by its mask (1 where a batch has no mask).
   EvalResult evaluate_batches(const std::vector<Batch>& batches);
@@ -167,10 +167,10 @@ class Trainer {
   cpu::TensorStore store_;
   std::unique_ptr<Corpus> corpus_;
   std::unique_ptr<SftData> sft_;
-  LoraConfig lora_;                // rank 0: no adapters
+  LoraConfig lora_;  // rank 0: no adapters
   std::string base_sha256_;
-  std::string lora_merged_;        // metadata "lora_merged" of a model with adapters folded in
-  bool train_masked_ = false;      // the training program has a loss_mask input
+  std::string lora_merged_;    // metadata "lora_merged" of a model with adapters folded in
+  bool train_masked_ = false;  // the training program has a loss_mask input
   std::unique_ptr<cpu::Executor> train_exec_, generate_exec_;
   std::unique_ptr<cpu::Executor> inspect_exec_;  // for one prompt length (rebuilt when it changes)
   struct Generation {

@@ -46,8 +46,9 @@ void Trainer::disable_lora() {
 
 std::vector<uint8_t> Trainer::save_adapter() const {
   check(lora_.enabled(), "no LoRA adapters to save");
-  check(!base_sha256_.empty(), "the base model's checkpoint sha256 is unknown: load the base from a checkpoint file "
-                               "(or set its sha256) before saving an adapter");
+  check(!base_sha256_.empty(),
+        "the base model's checkpoint sha256 is unknown: load the base from a checkpoint file "
+        "(or set its sha256) before saving an adapter");
   SafeTensors f;
   f.metadata["format"] = kAdapterFormat;
   f.metadata["format_version"] = std::to_string(kAdapterVersion);
@@ -56,9 +57,11 @@ std::vector<uint8_t> Trainer::save_adapter() const {
   f.metadata["tokenizer"] = R"({"type":"byte","vocab_size":256})";
   f.metadata["lora_config"] = lora_to_json(lora_).dump();
   f.metadata["train_config"] = train_.to_json().dump();
-  f.metadata["train_state"] = nlohmann::json{{"step", state_.step},
-                                             {"tokens_seen", state_.tokens_seen},
-                                             {"elapsed_seconds", state_.elapsed_seconds}}.dump();
+  f.metadata["train_state"] = nlohmann::json{
+      {"step", state_.step},
+      {"tokens_seen", state_.tokens_seen},
+      {"elapsed_seconds",
+       state_.elapsed_seconds}}.dump();
   f.metadata["loss_history"] = history_to_json(history_);
   f.metadata["created_by"] = kVersionString;
   for (const auto& t : adapter_tensors(model_, lora_)) f.add(t.name, DType::f32, t.shape, store_.find(t.name));
@@ -70,11 +73,14 @@ void Trainer::load_adapter(const std::vector<uint8_t>& bytes, const std::string&
   AdapterContents c = inspect_adapter(f, what);
   check(c.base_model == model_, what + ": the adapter was trained on a base model with config " +
                                     c.base_model.to_json().dump() + ", but this base is " + model_.to_json().dump());
-  check(!base_sha256_.empty(), what + ": cannot check the adapter against this base: the base was not loaded from a "
-                                      "checkpoint file (its sha256 is unknown)");
-  check(c.base_sha256 == base_sha256_, what + ": the adapter was trained on a different base checkpoint (its base has "
-                                             "sha256 " + c.base_sha256.substr(0, 16) + "..., this base " +
-                                             base_sha256_.substr(0, 16) + "...)");
+  check(!base_sha256_.empty(), what +
+                                   ": cannot check the adapter against this base: the base was not loaded from a "
+                                   "checkpoint file (its sha256 is unknown)");
+  check(c.base_sha256 == base_sha256_, what +
+                                           ": the adapter was trained on a different base checkpoint (its base has "
+                                           "sha256 " +
+                                           c.base_sha256.substr(0, 16) + "..., this base " +
+                                           base_sha256_.substr(0, 16) + "...)");
   drop_programs();
   if (lora_.enabled()) erase_adapters();
   store_.erase_prefix("optim.");

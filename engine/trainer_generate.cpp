@@ -16,8 +16,10 @@ InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
   InspectResult r;
   // As generation: an empty prompt is a newline, and past the context the model sees the last
   // ctx tokens (nanoGPT's crop).
-  if (prompt.empty()) r.tokens = {'\n'};
-  else r.tokens.assign(prompt.end() - std::min<size_t>(prompt.size(), size_t(ctx)), prompt.end());
+  if (prompt.empty())
+    r.tokens = {'\n'};
+  else
+    r.tokens.assign(prompt.end() - std::min<size_t>(prompt.size(), size_t(ctx)), prompt.end());
   const int T = int(r.tokens.size());
   if (!inspect_exec_ || inspect_exec_->program().tensor(inspect_exec_->program().id("tokens")).shape[1] != T)
     inspect_exec_ = std::make_unique<cpu::Executor>(build_inspect_program(model_, T, lora_), store_);

@@ -88,8 +88,10 @@ void TrainingLoop::record_validation(const EvalResult& v, std::optional<int64_t>
   const int64_t step = at.value_or(trainer_.state().step);
   auto& h = trainer_.history();
   if (step <= 0) return;  // the untrained model: no point on the curve
-  if (last_step_ == step) add_history_point(h, {step, last_loss_, v.loss});
-  else if (!h.empty() && h.back().step == step) h.back().val_loss = v.loss;
+  if (last_step_ == step)
+    add_history_point(h, {step, last_loss_, v.loss});
+  else if (!h.empty() && h.back().step == step)
+    h.back().val_loss = v.loss;
   // Otherwise the step's train loss is unknown (it was not recorded here): no point.
 }
 

@@ -43,12 +43,12 @@ void thin_history(std::vector<LossPoint>& history, size_t max_points = kHistoryM
 // --- What follows a step ---------------------------------------------------------------------
 
 struct LoopOptions {
-  int64_t last = 0;          // the step the run stops after (the config's steps, or an earlier --until)
-  int64_t eval_every = 0;    // validate every N steps (0: only at the last step) ...
-  bool has_val = true;       // ... when there is validation data
-  int64_t sample_every = 0;  // a text sample every N steps (0: never)
+  int64_t last = 0;            // the step the run stops after (the config's steps, or an earlier --until)
+  int64_t eval_every = 0;      // validate every N steps (0: only at the last step) ...
+  bool has_val = true;         // ... when there is validation data
+  int64_t sample_every = 0;    // a text sample every N steps (0: never)
   bool sample_at_end = false;  // and one at the last step
-  int64_t save_every = 0;    // a save every N steps besides those after validations (0: none)
+  int64_t save_every = 0;      // a save every N steps besides those after validations (0: none)
 };
 
 struct StepEvents {
@@ -61,8 +61,8 @@ struct StepEvents {
 // A non-finite loss or gradient norm.
 struct Divergence {
   int64_t step = 0;
-  std::string what;   // "loss" or "gradient norm"
-  double value = 0;   // NaN or an infinity
+  std::string what;  // "loss" or "gradient norm"
+  double value = 0;  // NaN or an infinity
   // "training diverged at step N: loss is NaN"
   std::string message() const;
 };
@@ -70,22 +70,22 @@ struct Divergence {
 // What a blocking run reports per step.
 struct StepReport {
   const StepResult& result;
-  double elapsed_seconds = 0;           // the run's elapsed time after the step (before validation)
+  double elapsed_seconds = 0;            // the run's elapsed time after the step (before validation)
   std::optional<EvalResult> validation;  // when the step was followed by a validation
   StepEvents events;
 };
 
 struct FitCallbacks {
-  std::function<void(const StepReport&)> on_step;    // after the step and its validation
-  std::function<void(int64_t step)> on_sample;       // events.sample
-  std::function<void(int64_t step)> on_save;         // events.save, or an interrupt
+  std::function<void(const StepReport&)> on_step;      // after the step and its validation
+  std::function<void(int64_t step)> on_sample;         // events.sample
+  std::function<void(int64_t step)> on_save;           // events.save, or an interrupt
   std::function<void(const StepReport&)> on_step_end;  // after the save, before the next step
-  std::function<bool()> stop_requested;              // polled once per step, before the save decision
+  std::function<bool()> stop_requested;                // polled once per step, before the save decision
 };
 
 struct FitResult {
   enum Stop { done, interrupted, diverged } stop = done;
-  int64_t step = 0;                     // the last step trained (for divergence: the one that diverged)
+  int64_t step = 0;  // the last step trained (for divergence: the one that diverged)
   std::optional<Divergence> divergence;
 };
 

@@ -19,6 +19,7 @@ loss_history), most of them as JSON text.
 
 Only struct, json, numpy and torch are used: no safetensors package is needed.
 """
+
 import json
 import os
 import struct
@@ -48,8 +49,8 @@ def load_checkpoint(path):
     (n,) = struct.unpack("<Q", raw[:8])
     if 8 + n > len(raw):
         raise ValueError(f"{path}: header length {n} runs past the end of the file")
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    data = memoryview(raw)[8 + n:]
+    header = json.loads(raw[8 : 8 + n].decode("utf-8"))
+    data = memoryview(raw)[8 + n :]
 
     metadata = header.pop("__metadata__", {}) or {}
     # Tensors in the order of their bytes in the file (JSON key order is not significant).
@@ -80,8 +81,7 @@ def save_checkpoint(path, state_dict, metadata):
             tensor = tensor.float()  # e.g. float64 from a user; the format stores fp32
         dtype = _TORCH_TO_FILE[tensor.dtype]
         blob = tensor.numpy().astype(_DTYPES[dtype][0], copy=False).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(tensor.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
+        header[name] = {"dtype": dtype, "shape": list(tensor.shape), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
 
@@ -113,9 +113,9 @@ def split_state(state_dict):
     weights, m, v = {}, {}, {}
     for name, t in state_dict.items():
         if name.startswith(OPTIM_M_PREFIX):
-            m[name[len(OPTIM_M_PREFIX):]] = t
+            m[name[len(OPTIM_M_PREFIX) :]] = t
         elif name.startswith(OPTIM_V_PREFIX):
-            v[name[len(OPTIM_V_PREFIX):]] = t
+            v[name[len(OPTIM_V_PREFIX) :]] = t
         else:
             weights[name] = t
     return weights, m, v
@@ -136,8 +136,7 @@ def model_weights(state_dict):
     return split_state(state_dict)[0]
 
 
-def make_metadata(model_config, train_config=None, train_state=None, loss_history=None,
-                  created_by="python_ref"):
+def make_metadata(model_config, train_config=None, train_state=None, loss_history=None, created_by="python_ref"):
     """The metadata strings of a model checkpoint. model_config: dict with vocab_size, n_layers,
     d_model, n_heads, ctx."""
     keys = ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")

@@ -13,6 +13,7 @@ Kaiming-uniform (a = sqrt 5, as nn.Linear's weight) and B [out, r] zero, so step
 Adapter files are safetensors with only the lora_A / lora_B tensors and metadata (format
 "tinygpt-lora", base_sha256, model_config, lora_config, ...): docs/post-training.md.
 """
+
 import hashlib
 import json
 import math
@@ -26,8 +27,14 @@ from .checkpoint import load_checkpoint, save_checkpoint
 ADAPTER_FORMAT = "tinygpt-lora"
 ADAPTER_VERSION = "1"
 TARGETS = ("q", "k", "v", "o", "fc_in", "fc_out")
-_MODULES = {"q": "attn.q_proj", "k": "attn.k_proj", "v": "attn.v_proj", "o": "attn.o_proj",
-            "fc_in": "mlp.fc_in", "fc_out": "mlp.fc_out"}
+_MODULES = {
+    "q": "attn.q_proj",
+    "k": "attn.k_proj",
+    "v": "attn.v_proj",
+    "o": "attn.o_proj",
+    "fc_in": "mlp.fc_in",
+    "fc_out": "mlp.fc_out",
+}
 
 
 class LoRALinear(nn.Linear):
@@ -86,7 +93,9 @@ def lora_parameters(model):
 
 
 def lora_state_dict(model):
-    return {n: p.detach().clone() for n, p in model.named_parameters() if n.endswith(".lora_A") or n.endswith(".lora_B")}
+    return {
+        n: p.detach().clone() for n, p in model.named_parameters() if n.endswith(".lora_A") or n.endswith(".lora_B")
+    }
 
 
 def merge_lora(model):

@@ -4,6 +4,7 @@ Exactly the model of docs/model.md: GPT-2 style, pre-LayerNorm, learned absolute
 positions, weight-tied output, exact (erf) GELU, no dropout. The state_dict names are the
 names on disk, so a checkpoint written by the engine loads with load_state_dict directly.
 """
+
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -33,15 +34,15 @@ class GPTConfig:
 
 # The spec's preset table: name -> (layers, d, heads, ctx, batch). Parameter counts are exact.
 PRESETS = {
-    "tiny":     dict(n_layers=2,  d_model=48,   n_heads=3,  ctx=32,  batch=16),  # 70,464
-    "small":    dict(n_layers=3,  d_model=96,   n_heads=3,  ctx=64,  batch=16),  # 366,432
-    "medium":   dict(n_layers=4,  d_model=128,  n_heads=4,  ctx=96,  batch=16),  # 838,400
-    "large":    dict(n_layers=6,  d_model=192,  n_heads=6,  ctx=128, batch=12),  # 2,743,296
-    "xl":       dict(n_layers=8,  d_model=256,  n_heads=8,  ctx=128, batch=8),   # 6,416,896
-    "huge":     dict(n_layers=12, d_model=256,  n_heads=8,  ctx=256, batch=8),   # 9,608,704
-    "massive":  dict(n_layers=14, d_model=384,  n_heads=12, ctx=256, batch=4),   # 25,039,872
-    "mega":     dict(n_layers=14, d_model=384,  n_heads=12, ctx=512, batch=2),   # 25,138,176
-    "behemoth": dict(n_layers=24, d_model=1280, n_heads=20, ctx=512, batch=1),   # 473,244,160
+    "tiny": dict(n_layers=2, d_model=48, n_heads=3, ctx=32, batch=16),  # 70,464
+    "small": dict(n_layers=3, d_model=96, n_heads=3, ctx=64, batch=16),  # 366,432
+    "medium": dict(n_layers=4, d_model=128, n_heads=4, ctx=96, batch=16),  # 838,400
+    "large": dict(n_layers=6, d_model=192, n_heads=6, ctx=128, batch=12),  # 2,743,296
+    "xl": dict(n_layers=8, d_model=256, n_heads=8, ctx=128, batch=8),  # 6,416,896
+    "huge": dict(n_layers=12, d_model=256, n_heads=8, ctx=256, batch=8),  # 9,608,704
+    "massive": dict(n_layers=14, d_model=384, n_heads=12, ctx=256, batch=4),  # 25,039,872
+    "mega": dict(n_layers=14, d_model=384, n_heads=12, ctx=512, batch=2),  # 25,138,176
+    "behemoth": dict(n_layers=24, d_model=1280, n_heads=20, ctx=512, batch=1),  # 473,244,160
 }
 
 
@@ -82,7 +83,7 @@ class CausalSelfAttention(nn.Module):
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # key j <= query i
         att = att.masked_fill(~causal, float("-inf"))
         att = F.softmax(att.float(), dim=-1)
-        y = att @ v                                      # [B, heads, T, hs]
+        y = att @ v  # [B, heads, T, hs]
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
         return self.o_proj(y)
 
@@ -155,8 +156,7 @@ class TinyGPT(nn.Module):
 
         loss = None
         if targets is not None:
-            nll = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1),
-                                  reduction="none")
+            nll = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), reduction="none")
             if mask is None:
                 loss = nll.mean()
             else:
@@ -171,8 +171,10 @@ class TinyGPT(nn.Module):
         """Build the model a checkpoint describes and load its weights (optimizer state ignored)."""
         state, meta = load_checkpoint(path)
         if meta.get("format", "tinygpt") != "tinygpt" or meta.get("format_version", "1") != "1":
-            raise ValueError(f"{path}: format {meta.get('format')!r} version {meta.get('format_version')!r} "
-                             "is not one python_ref reads (tinygpt 1)")
+            raise ValueError(
+                f"{path}: format {meta.get('format')!r} version {meta.get('format_version')!r} "
+                "is not one python_ref reads (tinygpt 1)"
+            )
         mc = parse_json_field(meta, "model_config")
         if mc is None:
             raise ValueError(f"{path}: no model_config in the metadata")

@@ -1,4 +1,5 @@
 """AdamW, gradient clipping and the learning-rate schedule, as the spec and the engine define them."""
+
 import math
 
 import torch
@@ -16,13 +17,11 @@ def param_groups(model, weight_decay=WEIGHT_DECAY):
         if not p.requires_grad:
             continue
         (decay if p.dim() == 2 else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0}]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 def make_optimizer(model, lr=3e-4, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY):
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas),
-                             eps=eps, foreach=False)
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps, foreach=False)
 
 
 def set_lr(optimizer, lr):

@@ -6,6 +6,7 @@ Greedy at temperature 0; otherwise logits / temperature, then top-k, then top-p 
 then a draw from a seeded torch.Generator. Past the context length the model sees only the
 last ctx tokens, with positions restarting at 0 (nanoGPT's crop), as the spec requires.
 """
+
 import argparse
 import math
 import sys

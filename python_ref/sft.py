@@ -9,6 +9,7 @@ The loss counts the assistant's content and the "<|end|>\\n" that closes it. Wit
 TinyGPT.forward(idx, targets, mask) averages the cross-entropy over the selected positions:
 sum(mask * nll) / sum(mask).
 """
+
 import json
 
 END = b"<|end|>"
@@ -61,5 +62,7 @@ def read_jsonl(path):
             if "messages" in j:
                 examples.append(j["messages"])
             else:
-                examples.append([{"role": "user", "content": j["prompt"]}, {"role": "assistant", "content": j["response"]}])
+                examples.append(
+                    [{"role": "user", "content": j["prompt"]}, {"role": "assistant", "content": j["response"]}]
+                )
     return examples

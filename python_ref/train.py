@@ -13,6 +13,7 @@ The optimiser is the spec's: AdamW (0.9, 0.95), eps 1e-8, weight decay 0.1 on 2-
 embeddings only, global gradient clipping at 1.0, warm-up + cosine schedule (or constant).
 The batches are not the engine's batches bit for bit; the arithmetic is the same.
 """
+
 import argparse
 import hashlib
 import os
@@ -41,7 +42,7 @@ def load_corpus(path):
 def get_batch(data, batch, ctx, gen):
     """B random windows of ctx+1 bytes: inputs are the first ctx, targets the last ctx."""
     starts = torch.randint(0, len(data) - ctx, (batch,), generator=gen)  # start + ctx + 1 <= len
-    rows = torch.stack([data[s:s + ctx + 1] for s in starts.tolist()])
+    rows = torch.stack([data[s : s + ctx + 1] for s in starts.tolist()])
     return rows[:, :-1], rows[:, 1:]
 
 
@@ -86,13 +87,18 @@ def main(argv=None):
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="start from scratch: tiny, small, medium, large, xl, huge, ...")
     src.add_argument("--init", help="start from the weights of this checkpoint")
-    ap.add_argument("--resume", action="store_true",
-                    help="with --init: also continue its optimizer state, step count and loss history, and its "
-                         "run's settings (batch, lr, schedule, ...) where not given here")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --init: also continue its optimizer state, step count and loss history, and its "
+        "run's settings (batch, lr, schedule, ...) where not given here",
+    )
     ap.add_argument("--data", required=True, help="text file (byte tokens)")
     ap.add_argument("--out", required=True, help="checkpoint to write")
     # None = not given: the default below, or on --resume the checkpoint run's own value.
-    ap.add_argument("--steps", type=int, default=None, help="total planned steps (the schedule spans these; default 1500)")
+    ap.add_argument(
+        "--steps", type=int, default=None, help="total planned steps (the schedule spans these; default 1500)"
+    )
     ap.add_argument("--batch", type=int, default=None, help="per-process batch (default: the preset's, else 16)")
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-4)")
     ap.add_argument("--schedule", choices=["cosine", "constant"], default=None, help="default cosine")
@@ -107,8 +113,16 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.resume and not args.init:
         ap.error("--resume continues a checkpoint: give it with --init")
-    defaults = {"steps": 1500, "lr": 3e-4, "schedule": "cosine", "warmup": -1, "min_lr_frac": 0.1,
-                "weight_decay": opt.WEIGHT_DECAY, "grad_clip": opt.GRAD_CLIP, "seed": 1337}
+    defaults = {
+        "steps": 1500,
+        "lr": 3e-4,
+        "schedule": "cosine",
+        "warmup": -1,
+        "min_lr_frac": 0.1,
+        "weight_decay": opt.WEIGHT_DECAY,
+        "grad_clip": opt.GRAD_CLIP,
+        "seed": 1337,
+    }
     run_config = {}
     if args.resume:  # the run's own settings, where this command does not change them
         run_config = parse_json_field(load_checkpoint(args.init)[1], "train_config", {}) or {}
@@ -117,17 +131,32 @@ def main(argv=None):
             setattr(args, name, run_config.get(name, value))
     # The run's batch is per optimizer step (all processes together): split below by the process count.
     run_batch = int(run_config["batch"]) if args.batch is None and run_config.get("batch") else None
-    check = [("--steps", args.steps >= 1), ("--batch", args.batch is None or args.batch >= 1),
-             ("--lr", args.lr > 0), ("--eval-batches", args.eval_batches >= 1), ("--eval-every", args.eval_every >= 0),
-             ("--save-every", args.save_every >= 0), ("--grad-clip", args.grad_clip > 0)]
-    need = {"--steps": "at least 1", "--batch": "at least 1", "--eval-batches": "at least 1", "--lr": "positive",
-            "--grad-clip": "positive", "--eval-every": "at least 0", "--save-every": "at least 0"}
+    check = [
+        ("--steps", args.steps >= 1),
+        ("--batch", args.batch is None or args.batch >= 1),
+        ("--lr", args.lr > 0),
+        ("--eval-batches", args.eval_batches >= 1),
+        ("--eval-every", args.eval_every >= 0),
+        ("--save-every", args.save_every >= 0),
+        ("--grad-clip", args.grad_clip > 0),
+    ]
+    need = {
+        "--steps": "at least 1",
+        "--batch": "at least 1",
+        "--eval-batches": "at least 1",
+        "--lr": "positive",
+        "--grad-clip": "positive",
+        "--eval-every": "at least 0",
+        "--save-every": "at least 0",
+    }
     for name, ok in check:
         if not ok:
             ap.error(f"{name} must be {need[name]}, got {getattr(args, name[2:].replace('-', '_'))}")
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if os.path.isdir(args.out) or not os.path.isdir(out_dir):
-        ap.error(f"--out {args.out}: {'is a folder, not a file' if os.path.isdir(args.out) else 'its folder does not exist'}")
+        ap.error(
+            f"--out {args.out}: {'is a folder, not a file' if os.path.isdir(args.out) else 'its folder does not exist'}"
+        )
 
     rank, world, device = setup_distributed()
     master = rank == 0
@@ -150,8 +179,9 @@ def main(argv=None):
             elapsed = float(train_state.get("elapsed_seconds", 0.0))
             history = parse_json_field(meta, "loss_history", []) or []
             if args.steps <= start_step:
-                raise ValueError(f"{args.init} is at step {start_step}; --steps (the run's total) must be above it, "
-                                 f"got {args.steps}")
+                raise ValueError(
+                    f"{args.init} is at step {start_step}; --steps (the run's total) must be above it, got {args.steps}"
+                )
     batch = (max(1, run_batch // world) if run_batch else None) or args.batch or preset_batch or 16
     model.to(device)
 
@@ -162,23 +192,37 @@ def main(argv=None):
     ddp_model = model
     if world > 1:
         ddp_model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
 
     train_data, val_data = load_corpus(args.data)
     # Checked before the first step, so that no training is lost to a split too small to evaluate.
     for part, data in (("training", train_data), ("validation", val_data)):
         if len(data) < cfg.ctx + 1:
-            raise ValueError(f"{args.data}: corpus too small: its {part} split has {len(data)} bytes, fewer than one "
-                             f"window of {cfg.ctx + 1} bytes for a context of {cfg.ctx}")
+            raise ValueError(
+                f"{args.data}: corpus too small: its {part} split has {len(data)} bytes, fewer than one "
+                f"window of {cfg.ctx + 1} bytes for a context of {cfg.ctx}"
+            )
     # Each rank draws its own windows; seeded by rank and starting step so a resumed run goes on.
     gen = torch.Generator().manual_seed(args.seed + 1_000_003 * rank + start_step)
 
     train_config = {
-        "batch": batch * world, "steps": args.steps, "lr": args.lr, "schedule": args.schedule,
-        "warmup": args.warmup, "min_lr_frac": args.min_lr_frac, "beta1": opt.BETAS[0],
-        "beta2": opt.BETAS[1], "eps": opt.EPS, "weight_decay": args.weight_decay,
-        "grad_clip": args.grad_clip, "seed": args.seed, "eval_every": args.eval_every,
-        "eval_batches": args.eval_batches, "sample_every": 0, "data_path": os.path.abspath(args.data),
+        "batch": batch * world,
+        "steps": args.steps,
+        "lr": args.lr,
+        "schedule": args.schedule,
+        "warmup": args.warmup,
+        "min_lr_frac": args.min_lr_frac,
+        "beta1": opt.BETAS[0],
+        "beta2": opt.BETAS[1],
+        "eps": opt.EPS,
+        "weight_decay": args.weight_decay,
+        "grad_clip": args.grad_clip,
+        "seed": args.seed,
+        "eval_every": args.eval_every,
+        "eval_batches": args.eval_batches,
+        "sample_every": 0,
+        "data_path": os.path.abspath(args.data),
     }
 
     t0 = time.time()
@@ -191,17 +235,28 @@ def main(argv=None):
         # data_rng: 16 hex digits as the format asks; PyTorch's generator state does not fit in
         # 64 bits, so this is a digest of it (the engine resumes with its own batch stream).
         data_rng = hashlib.blake2b(gen.get_state().numpy().tobytes(), digest_size=8).hexdigest()
-        train_state = {"step": step, "data_rng": data_rng, "tokens_seen": tokens_seen,
-                       "elapsed_seconds": elapsed + time.time() - t0}
+        train_state = {
+            "step": step,
+            "data_rng": data_rng,
+            "tokens_seen": tokens_seen,
+            "elapsed_seconds": elapsed + time.time() - t0,
+        }
         # The whole curve (a point at each validation); the engine thins a history to its
         # bound when it continues the run (engine/training_loop.h).
-        meta = make_metadata(cfg.to_dict(), train_config=train_config, train_state=train_state,
-                             loss_history=history, created_by=f"python_ref (torch {torch.__version__})")
+        meta = make_metadata(
+            cfg.to_dict(),
+            train_config=train_config,
+            train_state=train_state,
+            loss_history=history,
+            created_by=f"python_ref (torch {torch.__version__})",
+        )
         save_checkpoint(args.out, join_state(weights, m_now, v_now), meta)
 
     if master:
-        print(f"model: {cfg} ({model.num_params():,} params), batch {batch} x {world} process(es), "
-              f"steps {start_step}..{args.steps}, device {device}")
+        print(
+            f"model: {cfg} ({model.num_params():,} params), batch {batch} x {world} process(es), "
+            f"steps {start_step}..{args.steps}, device {device}"
+        )
 
     model.train()
     for step in range(start_step, args.steps):
@@ -220,8 +275,11 @@ def main(argv=None):
         if master and (last or (args.eval_every and (step + 1) % args.eval_every == 0)):
             val = evaluate(model, val_data, batch, cfg.ctx, args.eval_batches, device)
             history.append([step + 1, loss.item(), val])  # [step, train_loss, val_loss]
-            print(f"step {step + 1:6d} | loss {loss.item():.4f} | val {val:.4f} | lr {lr:.2e} "
-                  f"| grad norm {grad_norm:.3f} | {time.time() - t0:.1f}s", flush=True)
+            print(
+                f"step {step + 1:6d} | loss {loss.item():.4f} | val {val:.4f} | lr {lr:.2e} "
+                f"| grad norm {grad_norm:.3f} | {time.time() - t0:.1f}s",
+                flush=True,
+            )
         if args.save_every and (step + 1) % args.save_every == 0 and not last:
             save(step + 1)
 

@@ -12,26 +12,111 @@ prose paragraphs instead of verse and speaker names), used to show LoRA style ad
 The same seed always gives the same text (Python's random.Random is stable across versions for
 these calls: seed, randrange, choice).
 """
+
 import argparse
 import random
 import sys
 
-NAMES = ["Maria", "James", "Priya", "Tom", "Aisha", "Daniel", "Chen", "Sofia", "Omar", "Emma", "Lucas", "Nina",
-         "Ben", "Grace", "Leo", "Hannah", "Sam", "Olivia", "Ravi", "Kate"]
-RELATIONS = ["her brother", "his sister", "a neighbour", "an old friend", "her manager", "his flatmate", "a colleague",
-             "the new intern", "her cousin", "his dad"]
-PLACES = ["the office", "the station", "the supermarket", "the gym", "the library", "the coffee shop", "the park",
-          "the airport", "the bakery", "the hospital", "the school gate", "the car park", "the bus stop", "home"]
-TIMES = ["On Monday morning", "Later that afternoon", "Just after lunch", "At half past eight", "On the way home",
-         "Before the meeting", "On Saturday", "That evening", "Early the next day", "Around midnight"]
-WEATHER = ["It was raining again", "The sun was finally out", "A cold wind blew down the street",
-           "The forecast said it would snow", "It was far too hot for September", "The fog had not lifted yet"]
-OBJECTS = ["laptop", "phone", "umbrella", "coffee", "train ticket", "shopping list", "charger", "bike", "parcel",
-           "headphones", "keys", "sandwich", "notebook", "password", "email", "spreadsheet"]
+NAMES = [
+    "Maria",
+    "James",
+    "Priya",
+    "Tom",
+    "Aisha",
+    "Daniel",
+    "Chen",
+    "Sofia",
+    "Omar",
+    "Emma",
+    "Lucas",
+    "Nina",
+    "Ben",
+    "Grace",
+    "Leo",
+    "Hannah",
+    "Sam",
+    "Olivia",
+    "Ravi",
+    "Kate",
+]
+RELATIONS = [
+    "her brother",
+    "his sister",
+    "a neighbour",
+    "an old friend",
+    "her manager",
+    "his flatmate",
+    "a colleague",
+    "the new intern",
+    "her cousin",
+    "his dad",
+]
+PLACES = [
+    "the office",
+    "the station",
+    "the supermarket",
+    "the gym",
+    "the library",
+    "the coffee shop",
+    "the park",
+    "the airport",
+    "the bakery",
+    "the hospital",
+    "the school gate",
+    "the car park",
+    "the bus stop",
+    "home",
+]
+TIMES = [
+    "On Monday morning",
+    "Later that afternoon",
+    "Just after lunch",
+    "At half past eight",
+    "On the way home",
+    "Before the meeting",
+    "On Saturday",
+    "That evening",
+    "Early the next day",
+    "Around midnight",
+]
+WEATHER = [
+    "It was raining again",
+    "The sun was finally out",
+    "A cold wind blew down the street",
+    "The forecast said it would snow",
+    "It was far too hot for September",
+    "The fog had not lifted yet",
+]
+OBJECTS = [
+    "laptop",
+    "phone",
+    "umbrella",
+    "coffee",
+    "train ticket",
+    "shopping list",
+    "charger",
+    "bike",
+    "parcel",
+    "headphones",
+    "keys",
+    "sandwich",
+    "notebook",
+    "password",
+    "email",
+    "spreadsheet",
+]
 ADJ = ["new", "old", "broken", "borrowed", "cheap", "expensive", "tiny", "heavy", "bright", "quiet", "busy", "empty"]
 FOOD = ["pasta", "a curry", "soup", "pancakes", "a salad", "toast", "noodles", "tacos", "a pizza", "rice and beans"]
-APPS = ["the banking app", "a video call", "the group chat", "a delivery app", "the weather app", "a podcast",
-        "the calendar", "a map"]
+APPS = [
+    "the banking app",
+    "a video call",
+    "the group chat",
+    "a delivery app",
+    "the weather app",
+    "a podcast",
+    "the calendar",
+    "a map",
+]
 FEEL = ["tired", "relieved", "annoyed", "happy", "nervous", "bored", "surprised", "hungry", "late", "calm"]
 
 TEMPLATES = [
@@ -39,14 +124,14 @@ TEMPLATES = [
     "{weather}, so {name} grabbed an umbrella and left early.",
     "{name} could not find the {obj} anywhere and felt {feel}.",
     "The {adj} {obj} was on the kitchen table, next to a cold cup of tea.",
-    "{name} sent a quick message to {rel}: \"Running ten minutes late, sorry!\"",
+    '{name} sent a quick message to {rel}: "Running ten minutes late, sorry!"',
     "At {place}, the queue was longer than usual.",
     "{name} opened {app} and checked the time again.",
     "For dinner, {name} made {food} and watched the news.",
     "{rel_cap} said the meeting had been moved to Thursday.",
     "The train was cancelled, so {name} walked the last two miles.",
     "{name} paid with a card and asked for a receipt.",
-    "\"Do you want a coffee?\" asked {name}. \"Yes, please, no sugar,\" said {name2}.",
+    '"Do you want a coffee?" asked {name}. "Yes, please, no sugar," said {name2}.',
     "The Wi-Fi at {place} kept dropping, which made {name} {feel}.",
     "{name} plugged in the {obj} and waited for it to charge.",
     "By six o'clock the office was nearly empty.",
@@ -67,9 +152,20 @@ def sentence(rng):
     name = rng.choice(NAMES)
     name2 = rng.choice([n for n in NAMES if n != name])
     rel = rng.choice(RELATIONS)
-    return t.format(time=rng.choice(TIMES), name=name, name2=name2, place=rng.choice(PLACES),
-                    weather=rng.choice(WEATHER), obj=rng.choice(OBJECTS), adj=rng.choice(ADJ), feel=rng.choice(FEEL),
-                    rel=rel, rel_cap=rel[0].upper() + rel[1:], app=rng.choice(APPS), food=rng.choice(FOOD))
+    return t.format(
+        time=rng.choice(TIMES),
+        name=name,
+        name2=name2,
+        place=rng.choice(PLACES),
+        weather=rng.choice(WEATHER),
+        obj=rng.choice(OBJECTS),
+        adj=rng.choice(ADJ),
+        feel=rng.choice(FEEL),
+        rel=rel,
+        rel_cap=rel[0].upper() + rel[1:],
+        app=rng.choice(APPS),
+        food=rng.choice(FOOD),
+    )
 
 
 def corpus(seed, n_bytes):

@@ -11,6 +11,7 @@ Tasks:
   upper    "upper: planet"    -> "PLANET"
   add      "add: 23 + 45"     -> "68"       (two-digit numbers)
 """
+
 import argparse
 import json
 import os
@@ -23,8 +24,12 @@ CONSONANTS = "bcdfghjklmnprstvwz"
 def word(rng, lo, hi):
     """A pronounceable pseudo-word: consonant-vowel patterns of lo..hi letters."""
     n = rng.randint(lo, hi)
-    return "".join(rng.choice(CONSONANTS if i % 2 == 0 else VOWELS) if rng.random() < 0.85 else rng.choice(
-        "abcdefghijklmnopqrstuvwxyz") for i in range(n))
+    return "".join(
+        rng.choice(CONSONANTS if i % 2 == 0 else VOWELS)
+        if rng.random() < 0.85
+        else rng.choice("abcdefghijklmnopqrstuvwxyz")
+        for i in range(n)
+    )
 
 
 def example(task, rng, lo, hi):
@@ -43,7 +48,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", choices=["reverse", "upper", "add"], default="reverse")
     ap.add_argument("--train", type=int, default=20000, help="training examples (default 20000)")
-    ap.add_argument("--test", type=int, default=500, help="test examples, none of whose words is in training (default 500)")
+    ap.add_argument(
+        "--test", type=int, default=500, help="test examples, none of whose words is in training (default 500)"
+    )
     ap.add_argument("--min-len", type=int, default=3, help="shortest word (reverse, upper; default 3)")
     ap.add_argument("--max-len", type=int, default=6, help="longest word (default 6)")
     ap.add_argument("--seed", type=int, default=1)
@@ -54,10 +61,12 @@ def main():
     if not 1 <= args.min_len <= args.max_len:
         ap.error(f"need 1 <= --min-len <= --max-len, got {args.min_len} and {args.max_len}")
     # Distinct test words (or sums) must exist, and leave others for training: at most half of them.
-    distinct = 90 * 90 if args.task == "add" else sum(26 ** n for n in range(args.min_len, args.max_len + 1))
+    distinct = 90 * 90 if args.task == "add" else sum(26**n for n in range(args.min_len, args.max_len + 1))
     if args.test > distinct // 2:
-        ap.error(f"--test {args.test} is more than half of the {distinct} distinct {args.task} prompts; "
-                 "ask for fewer (or longer words)")
+        ap.error(
+            f"--test {args.test} is more than half of the {distinct} distinct {args.task} prompts; "
+            "ask for fewer (or longer words)"
+        )
 
     rng = random.Random(args.seed)
     test, test_keys = [], set()

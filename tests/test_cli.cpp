@@ -39,7 +39,8 @@ TEST(Cli, TrainWritesCheckpointAndMetrics) {
     auto j = nlohmann::json::parse(line);
     ++n;
     EXPECT_EQ(j["step"].get<int>(), n);
-    for (const char* k : {"train_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}) EXPECT_TRUE(j.contains(k)) << k;
+    for (const char* k : {"train_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"})
+      EXPECT_TRUE(j.contains(k)) << k;
     EXPECT_EQ(j.contains("val_loss"), n % 10 == 0);
   }
   EXPECT_EQ(n, 20);
@@ -71,10 +72,12 @@ TEST(Cli, ResumeIsBitwiseEquivalentToAStraightRun) {
   ASSERT_EQ(a.size(), 100u);
   EXPECT_EQ(a, b);  // bitwise: the same doubles
   // The final weights and AdamW moments are bitwise the same too.
-  const auto fa = read_file_bytes(d.file("straight/model.tinygpt")), fb = read_file_bytes(d.file("split/model.tinygpt"));
+  const auto fa = read_file_bytes(d.file("straight/model.tinygpt")),
+             fb = read_file_bytes(d.file("split/model.tinygpt"));
   SafeTensors sa = decode_safetensors(fa.data(), fa.size()), sb = decode_safetensors(fb.data(), fb.size());
   ASSERT_EQ(sa.tensors.size(), sb.tensors.size());
-  for (size_t i = 0; i < sa.tensors.size(); ++i) EXPECT_EQ(sa.tensors[i].data, sb.tensors[i].data) << sa.tensors[i].name;
+  for (size_t i = 0; i < sa.tensors.size(); ++i)
+    EXPECT_EQ(sa.tensors[i].data, sb.tensors[i].data) << sa.tensors[i].name;
   // Constant schedule: 50 steps, then extend the run to 100.
   const std::string constant = std::string("train ") + kTiny + " --data t.txt --schedule constant --eval-every 25";
   ASSERT_EQ(ptl_cli(constant + " --steps 100 --out c1", d).code, 0);
@@ -136,7 +139,8 @@ TEST(Cli, BenchPrintsOneJsonLinePerPresetWithItsFigures) {
   const double ms = j["ms_per_step"].get<double>();
   ASSERT_GT(ms, 0.0);
   EXPECT_NEAR(j["tokens_per_s"].get<double>(), 512 / (ms / 1000), 1e-6 * 512 / (ms / 1000));
-  EXPECT_NEAR(j["gflops"].get<double>(), j["gflop_per_step"].get<double>() / (ms / 1000), 1e-6 * j["gflops"].get<double>());
+  EXPECT_NEAR(j["gflops"].get<double>(), j["gflop_per_step"].get<double>() / (ms / 1000),
+              1e-6 * j["gflops"].get<double>());
   EXPECT_NEAR(j["mfu"].get<double>(), j["gflops"].get<double>() / 100, 1e-12);
   EXPECT_EQ(j["peak_source"], "given");
   EXPECT_GT(j["peak_rss_mib"].get<double>(), j["needed_mib"].get<double>() * 0.5);
@@ -253,7 +257,10 @@ TEST(Cli, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
 TEST(Cli, ResumeCutsTheLogsBackToTheCheckpoint) {
   test::TempDir d;
   write(d.file("t.txt"), test::synthetic_text(20000));
-  ASSERT_EQ(ptl_cli("train --preset tiny --data t.txt --steps 40 --eval-every 10 --sample-every 5 --until 20 --out run", d).code, 0);
+  ASSERT_EQ(
+      ptl_cli("train --preset tiny --data t.txt --steps 40 --eval-every 10 --sample-every 5 --until 20 --out run", d)
+          .code,
+      0);
   // What a kill -9 at step 26 leaves: steps 21-25 logged, a torn line, a sample past the checkpoint.
   {
     std::ofstream m(d.file("run/metrics.jsonl"), std::ios::app);
@@ -287,7 +294,8 @@ TEST(Cli, ResumeAcceptsUnchangedOptionsAndRefusesChangedOnes) {
   test::TempDir d;
   write(d.file("t.txt"), test::synthetic_text(20000));
   ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 10 --eval-every 5 --out run", d).code, 0);
-  expect_error(ptl_cli("train --resume run/model.tinygpt", d), "has completed its 10 steps; to train further, pass --steps N");
+  expect_error(ptl_cli("train --resume run/model.tinygpt", d),
+               "has completed its 10 steps; to train further, pass --steps N");
   expect_error(ptl_cli("train --resume run/model.tinygpt --steps 8", d),
                "is already at step 10 of --steps 8; give --steps above 10");
   expect_error(ptl_cli("train --resume run/model.tinygpt --steps 20 --batch 8", d),
@@ -323,12 +331,14 @@ TEST(Cli, OutputsNeverReplaceInputsOrOtherRuns) {
   expect_error(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --out run", d),
                "run already holds a run (run/model.tinygpt): continue it with --resume");
   EXPECT_EQ(read_file_bytes(d.file("run/model.tinygpt")), base);
-  EXPECT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --seed 5 --out run --overwrite", d).code, 0);
+  EXPECT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --seed 5 --out run --overwrite", d).code,
+            0);
   EXPECT_NE(read_file_bytes(d.file("run/model.tinygpt")), base);
   const auto trained = read_file_bytes(d.file("run/model.tinygpt"));
   ASSERT_EQ(ptl_cli("lora train --base run/model.tinygpt --data t.txt --steps 2 --out ad", d).code, 0);
-  expect_error(ptl_cli("lora merge --base run/model.tinygpt --adapter ad/adapter.tinygpt-lora --out ./run/model.tinygpt", d),
-               "is the base checkpoint: the merge would replace it");
+  expect_error(
+      ptl_cli("lora merge --base run/model.tinygpt --adapter ad/adapter.tinygpt-lora --out ./run/model.tinygpt", d),
+      "is the base checkpoint: the merge would replace it");
   write(d.file("c.jsonl"), "{\"prompt\":\"a\",\"response\":\"b\"}\n");
   expect_error(ptl_cli("sft --base run/model.tinygpt --data c.jsonl --out run", d), "holds the base checkpoint");
   EXPECT_EQ(read_file_bytes(d.file("run/model.tinygpt")), trained);
@@ -337,10 +347,13 @@ TEST(Cli, OutputsNeverReplaceInputsOrOtherRuns) {
   expect_error(ptl_cli("init --preset tiny --out pipe", d), "cannot write pipe: it exists and is not a regular file");
   EXPECT_TRUE(std::filesystem::is_fifo(d.file("pipe")));
   // Runs started in the same second get folders of their own.
-  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 1 && '" PTL_BINARY_DIR "/ptl' train " + kTiny +
-                        " --data t.txt --steps 1",
-                    d).code, 0);
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(d.path / "runs"), std::filesystem::directory_iterator()), 2);
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 1 && '" PTL_BINARY_DIR "/ptl' train " +
+                        kTiny + " --data t.txt --steps 1",
+                    d)
+                .code,
+            0);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(d.path / "runs"), std::filesystem::directory_iterator()),
+            2);
 }
 
 // Output that cannot be written is an error, not a silent success; Ctrl-C saves and exits 130.
@@ -348,8 +361,8 @@ TEST(Cli, WriteErrorsAndInterruptsShowInTheExitStatus) {
   test::TempDir d;
   write(d.file("t.txt"), test::synthetic_text(20000));
   if (std::filesystem::is_character_file("/dev/full")) {
-    const int status = std::system(("'" PTL_BINARY_DIR "/ptl' info --preset tiny --json > /dev/full 2> '" +
-                                    d.file("err.txt") + "'").c_str());
+    const int status = std::system(
+        ("'" PTL_BINARY_DIR "/ptl' info --preset tiny --json > /dev/full 2> '" + d.file("err.txt") + "'").c_str());
     EXPECT_EQ(WEXITSTATUS(status), 1);
     EXPECT_NE(slurp(d.file("err.txt")).find("cannot write the output (standard output)"), std::string::npos);
   }
@@ -390,7 +403,8 @@ TEST(Cli, ExportAndImportRoundTrip) {
   CliRun r = ptl_cli("export run/model.tinygpt --out w.tinygpt", d);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto light = read_file_bytes(d.file("w.tinygpt"));
-  const SafeTensors a = decode_safetensors(full.data(), full.size()), b = decode_safetensors(light.data(), light.size());
+  const SafeTensors a = decode_safetensors(full.data(), full.size()),
+                    b = decode_safetensors(light.data(), light.size());
   EXPECT_EQ(b.tensors.size() * 3, a.tensors.size());  // parameters, without m and v
   for (const auto& t : b.tensors) EXPECT_EQ(t.data, a.find(t.name)->data) << t.name;
   for (const char* k : {"model_config", "train_config", "train_state", "loss_history"})

@@ -14,7 +14,6 @@ using namespace ptl::test;
 
 namespace {
 
-
 std::vector<nlohmann::json> metrics(const std::string& path) {
   std::vector<nlohmann::json> out;
   std::ifstream f(path);
@@ -37,8 +36,8 @@ std::string reversal_jsonl(int n, unsigned seed) {
 // A tiny base with a 64-byte context (room for the chat template), trained for a few steps.
 void make_base(const test::TempDir& d, const std::string& out = "base", uint64_t seed = 1337) {
   write(d.file("t.txt"), test::synthetic_text(20000));
-  CliRun r = ptl_cli("train --preset tiny --ctx 64 --sample-every 0 --data t.txt --steps 10 --seed " + std::to_string(seed) +
-                         " --out " + out,
+  CliRun r = ptl_cli("train --preset tiny --ctx 64 --sample-every 0 --data t.txt --steps 10 --seed " +
+                         std::to_string(seed) + " --out " + out,
                      d);
   ASSERT_EQ(r.code, 0) << r.err;
 }
@@ -55,9 +54,10 @@ TEST(CliLora, TrainEvalSampleMergeInfo) {
   test::TempDir d;
   make_base(d);
   const auto base_before = slurp(d.file("base/model.tinygpt"));
-  CliRun r = ptl_cli("lora train --base base/model.tinygpt --data t.txt --steps 20 --eval-every 10 --lr 1e-2 --rank 2 "
-                     "--targets q,v,fc_in --out run",
-                     d);
+  CliRun r = ptl_cli(
+      "lora train --base base/model.tinygpt --data t.txt --steps 20 --eval-every 10 --lr 1e-2 --rank 2 "
+      "--targets q,v,fc_in --out run",
+      d);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("trainable parameters"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("val loss"), std::string::npos);
@@ -90,12 +90,14 @@ TEST(CliLora, TrainEvalSampleMergeInfo) {
   const double base_loss = eval_loss("base/model.tinygpt --data t.txt", d);
   const double lora_loss = eval_loss("base/model.tinygpt --adapter run/adapter.tinygpt-lora --data t.txt", d);
   EXPECT_LT(lora_loss, base_loss);
-  CliRun s = ptl_cli("sample base/model.tinygpt --adapter run/adapter.tinygpt-lora --prompt 'the ' --max-tokens 20 "
-                     "--temperature 0",
-                     d);
+  CliRun s = ptl_cli(
+      "sample base/model.tinygpt --adapter run/adapter.tinygpt-lora --prompt 'the ' --max-tokens 20 "
+      "--temperature 0",
+      d);
   ASSERT_EQ(s.code, 0) << s.err;
   EXPECT_EQ(s.out.rfind("the ", 0), 0u);
-  CliRun mg = ptl_cli("lora merge --base base/model.tinygpt --adapter run/adapter.tinygpt-lora --out merged.tinygpt", d);
+  CliRun mg =
+      ptl_cli("lora merge --base base/model.tinygpt --adapter run/adapter.tinygpt-lora --out merged.tinygpt", d);
   ASSERT_EQ(mg.code, 0) << mg.err;
   EXPECT_NEAR(eval_loss("merged.tinygpt --data t.txt", d), lora_loss, 1e-5);
   CliRun s2 = ptl_cli("sample merged.tinygpt --prompt 'the ' --max-tokens 20 --temperature 0", d);
@@ -107,7 +109,8 @@ TEST(CliLora, SftFullAndLora) {
   make_base(d);
   write(d.file("train.jsonl"), reversal_jsonl(200, 1));
   write(d.file("test.jsonl"), reversal_jsonl(20, 2));
-  CliRun r = ptl_cli("sft --base base/model.tinygpt --data train.jsonl --steps 30 --eval-every 15 --lr 3e-3 --out sft", d);
+  CliRun r =
+      ptl_cli("sft --base base/model.tinygpt --data train.jsonl --steps 30 --eval-every 15 --lr 3e-3 --out sft", d);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("180 training / 20 validation examples"), std::string::npos) << r.out;
   const auto m = metrics(d.file("sft/metrics.jsonl"));
@@ -116,7 +119,8 @@ TEST(CliLora, SftFullAndLora) {
   auto ck = Trainer::from_checkpoint(read_file_bytes(d.file("sft/model.tinygpt")), "ck");
   EXPECT_EQ(ck->state().step, 30);
   // The loss of the replies only, before and after.
-  EXPECT_LT(eval_loss("sft/model.tinygpt --data test.jsonl", d), 0.5 * eval_loss("base/model.tinygpt --data test.jsonl", d));
+  EXPECT_LT(eval_loss("sft/model.tinygpt --data test.jsonl", d),
+            0.5 * eval_loss("base/model.tinygpt --data test.jsonl", d));
   CliRun e = ptl_cli("sft-eval sft/model.tinygpt --data test.jsonl --json", d);
   ASSERT_EQ(e.code, 0) << e.err;
   auto j = nlohmann::json::parse(e.out);
@@ -147,9 +151,11 @@ TEST(CliLora, ErrorsAreOneLine) {
   expect_error(ptl_cli("lora train --base base/model.tinygpt --data t.txt --targets q,mlp_up --out x", d),
                "unknown LoRA target 'mlp_up'");
   write(d.file("bad.jsonl"), "{\"prompt\": \"a\", \"response\": \"b\"}\n{\"prompt\": \"a\" \"response\": \"b\"}\n");
-  expect_error(ptl_cli("sft --base base/model.tinygpt --data bad.jsonl --out x", d), "bad.jsonl line 2: not valid JSON");
+  expect_error(ptl_cli("sft --base base/model.tinygpt --data bad.jsonl --out x", d),
+               "bad.jsonl line 2: not valid JSON");
   write(d.file("empty.jsonl"), "{\"prompt\": \"a\", \"response\": \"\"}\n");
-  expect_error(ptl_cli("lora train --base base/model.tinygpt --data empty.jsonl --out x", d), "empty.jsonl line 1: empty response");
+  expect_error(ptl_cli("lora train --base base/model.tinygpt --data empty.jsonl --out x", d),
+               "empty.jsonl line 1: empty response");
   write(d.file("long.jsonl"), "{\"prompt\": \"" + std::string(100, 'a') + "\", \"response\": \"b\"}\n");
   expect_error(ptl_cli("sft --base base/model.tinygpt --data long.jsonl --out x", d),
                "long.jsonl line 1: the example is 133 bytes with the chat template, longer than one context window");

@@ -110,7 +110,8 @@ TEST(AttentionProbs, CausalSoftmaxOfScaledScores) {
         double mx = -INFINITY, sum = 0, row_sum = 0;
         for (int64_t j = 0; j <= i; ++j) {
           double d = 0;
-          for (int64_t c = 0; c < hs; ++c) d += double(q[(b * T + i) * C + h * hs + c]) * k[(b * T + j) * C + h * hs + c];
+          for (int64_t c = 0; c < hs; ++c)
+            d += double(q[(b * T + i) * C + h * hs + c]) * k[(b * T + j) * C + h * hs + c];
           s[j] = d / std::sqrt(double(hs));
           mx = std::max(mx, s[j]);
         }
@@ -213,7 +214,8 @@ TEST(AttentionProbs, ProbsTimesValuesIsTheAttentionOutput) {
     ASSERT_EQ(r.attention.size(), size_t(mc.n_layers) * H * T * T);
     for (int l = 0; l < mc.n_layers; ++l)
       EXPECT_EQ(std::memcmp(r.attention.data() + size_t(l) * H * T * T,
-                            ex.f32("blocks." + std::to_string(l) + ".attn.probs"), size_t(H) * T * T * 4), 0)
+                            ex.f32("blocks." + std::to_string(l) + ".attn.probs"), size_t(H) * T * T * 4),
+                0)
           << "layer " << l;
   }
 }
@@ -267,8 +269,8 @@ TEST(Inspect, EmptyPromptAndErrors) {
   Trainer tr(tiny(), train_config(1));
   const InspectResult r = tr.inspect({}, 3);
   EXPECT_EQ(r.tokens, std::vector<int32_t>{'\n'});
-  EXPECT_EQ(r.attention.size(), size_t(2 * 3));  // [2, 3, 1, 1]
-  for (float x : r.attention) EXPECT_EQ(x, 1.0f);   // one position attends to itself
+  EXPECT_EQ(r.attention.size(), size_t(2 * 3));    // [2, 3, 1, 1]
+  for (float x : r.attention) EXPECT_EQ(x, 1.0f);  // one position attends to itself
   EXPECT_EQ(tr.inspect({'a'}, 1000).top.size(), 256u);
   EXPECT_THROW(tr.inspect({'a'}, 0), Error);
   EXPECT_THROW(tr.inspect({300}, 10), Error);

@@ -20,12 +20,13 @@ ModelConfig tiny(int ctx = 32) {
   return mc;
 }
 
-
 // A base model as a checkpoint file's bytes, and a trainer loaded from them.
 std::vector<uint8_t> base_bytes(uint64_t seed = 42, int ctx = 32) {
   return Trainer(tiny(ctx), train_config(4, seed)).save_checkpoint(false);
 }
-std::unique_ptr<Trainer> load(const std::vector<uint8_t>& bytes) { return Trainer::from_checkpoint(bytes, "base.tinygpt"); }
+std::unique_ptr<Trainer> load(const std::vector<uint8_t>& bytes) {
+  return Trainer::from_checkpoint(bytes, "base.tinygpt");
+}
 
 std::vector<float> logits_of(Trainer& tr, const Batch& b) {
   tr.batch_loss(b);
@@ -122,7 +123,8 @@ TEST(Lora, GradientsMatchFiniteDifferences) {
     float* p = tr->store().find(t.name);
     std::vector<int64_t> idx(t.numel());
     std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(), [&](int64_t a, int64_t c) { return std::abs(g[a]) > std::abs(g[c]); });
+    std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(),
+                      [&](int64_t a, int64_t c) { return std::abs(g[a]) > std::abs(g[c]); });
     for (int k = 0; k < 2; ++k) {
       const int64_t i = idx[k];
       const float saved = p[i];
@@ -325,7 +327,8 @@ TEST(Sft, ChatTemplateAndMask) {
   EXPECT_EQ(ex[0].line, 1);
   EXPECT_EQ(ex[1].line, 3);
   EXPECT_EQ(render_chat(ex[0].messages), "<|user|>\n2+2\n<|assistant|>\n4<|end|>\n");
-  EXPECT_EQ(render_chat(ex[1].messages, &trained), "<|user|>\na\n<|assistant|>\nb<|end|>\n<|user|>\nc\n<|assistant|>\nd<|end|>\n");
+  EXPECT_EQ(render_chat(ex[1].messages, &trained),
+            "<|user|>\na\n<|assistant|>\nb<|end|>\n<|user|>\nc\n<|assistant|>\nd<|end|>\n");
   EXPECT_EQ(std::accumulate(trained.begin(), trained.end(), 0), 2 * 9);  // both replies count
   EXPECT_EQ(chat_prompt(ex[1]), "<|user|>\na\n<|assistant|>\nb<|end|>\n<|user|>\nc\n<|assistant|>\n");
 }
@@ -333,18 +336,24 @@ TEST(Sft, ChatTemplateAndMask) {
 TEST(Sft, JsonlErrorsNameTheLine) {
   auto err = [](const std::string& text) { return error_of([&] { parse_sft_jsonl(text, "d.jsonl"); }); };
   const std::string good = "{\"prompt\": \"a\", \"response\": \"b\"}\n";
-  EXPECT_NE(err(good + good + "{\"prompt\": \"a\", \"response\": \n").find("d.jsonl line 3: not valid JSON"), std::string::npos);
-  EXPECT_NE(err(good + "{\"prompt\": \"a\", \"response\": \"\"}\n").find("d.jsonl line 2: empty response"), std::string::npos);
-  EXPECT_NE(err("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"\"}]}")
-                .find("d.jsonl line 1: empty response (message 2)"),
+  EXPECT_NE(err(good + good + "{\"prompt\": \"a\", \"response\": \n").find("d.jsonl line 3: not valid JSON"),
             std::string::npos);
+  EXPECT_NE(err(good + "{\"prompt\": \"a\", \"response\": \"\"}\n").find("d.jsonl line 2: empty response"),
+            std::string::npos);
+  EXPECT_NE(
+      err("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"\"}]}")
+          .find("d.jsonl line 1: empty response (message 2)"),
+      std::string::npos);
   EXPECT_NE(err(good + "{\"prompt\": \"a\"}").find("d.jsonl line 2: lacks \"response\""), std::string::npos);
   EXPECT_NE(err("[1, 2]").find("d.jsonl line 1: expected a JSON object"), std::string::npos);
-  EXPECT_NE(err("{\"text\": \"a\"}").find("line 1: expected {\"prompt\", \"response\"} or {\"messages\""), std::string::npos);
-  EXPECT_NE(err("{\"messages\": [{\"role\": \"bot\", \"content\": \"a\"}]}").find("has role \"bot\""), std::string::npos);
-  EXPECT_NE(err("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}")
-                .find("the last message must be the assistant's reply"),
+  EXPECT_NE(err("{\"text\": \"a\"}").find("line 1: expected {\"prompt\", \"response\"} or {\"messages\""),
             std::string::npos);
+  EXPECT_NE(err("{\"messages\": [{\"role\": \"bot\", \"content\": \"a\"}]}").find("has role \"bot\""),
+            std::string::npos);
+  EXPECT_NE(
+      err("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}")
+          .find("the last message must be the assistant's reply"),
+      std::string::npos);
   EXPECT_NE(err("{\"prompt\": 5, \"response\": \"b\"}").find("\"prompt\" is not a string"), std::string::npos);
   EXPECT_NE(err("").find("d.jsonl: no examples"), std::string::npos);
   EXPECT_NE(err("\n  \n").find("d.jsonl: no examples"), std::string::npos);
@@ -359,7 +368,8 @@ TEST(Sft, JsonlErrorsNameTheLine) {
 
 TEST(Sft, PackingIsSeededAndCoversEveryExample) {
   std::vector<SftExample> ex;
-  for (int i = 0; i < 40; ++i) ex.push_back({{{"user", std::to_string(i)}, {"assistant", std::string(1 + i % 3, 'a' + i % 26)}}, i + 1});
+  for (int i = 0; i < 40; ++i)
+    ex.push_back({{{"user", std::to_string(i)}, {"assistant", std::string(1 + i % 3, 'a' + i % 26)}}, i + 1});
   SftData d(ex, 64, 0.1, "d");
   EXPECT_EQ(d.train_examples(), 36u);
   EXPECT_EQ(d.val_examples(), 4u);
@@ -421,7 +431,8 @@ TEST(Sft, MaskedLossCountsOnlyResponseBytes) {
   }
   EXPECT_EQ(count, 3 + 6 + 1 + 3 * 8);
   // The counted targets are the replies with their end markers, in some order.
-  for (const char* reply : {"xyz<|end|>\n", "world!<|end|>\n", "r<|end|>\n"}) EXPECT_NE(counted.find(reply), std::string::npos);
+  for (const char* reply : {"xyz<|end|>\n", "world!<|end|>\n", "r<|end|>\n"})
+    EXPECT_NE(counted.find(reply), std::string::npos);
   EXPECT_NEAR(masked, sum / count, 1e-5 * std::abs(sum / count));
   // The unmasked loss is a different number (every position counts).
   EXPECT_GT(std::abs(tr->batch_loss(plain) - masked), 1e-3);
@@ -456,7 +467,9 @@ TEST(Sft, FineTuningLearnsTheReplies) {
     const double v1 = tr->validation_loss().loss;
     // (LoRA cannot go far on an untrained base: its frozen tied embeddings have norm ~0.14, which
     // bounds the logits after ln_f to about +-1.)
-    if (use_lora) EXPECT_LT(v1, v0 - 0.5) << "lora: " << v0 << " -> " << v1;
-    else EXPECT_LT(v1, 0.5 * v0) << "full: " << v0 << " -> " << v1;
+    if (use_lora)
+      EXPECT_LT(v1, v0 - 0.5) << "lora: " << v0 << " -> " << v1;
+    else
+      EXPECT_LT(v1, 0.5 * v0) << "full: " << v0 << " -> " << v1;
   }
 }

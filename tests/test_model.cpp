@@ -17,7 +17,6 @@ namespace {
 
 ModelConfig tiny() { return find_preset("tiny").model; }
 
-
 // Runs the training program with learning rate 0: gradients are computed, weights stay put.
 void compute_gradients(Trainer& tr, const Batch& b) {
   cpu::Executor& ex = tr.train_executor();
@@ -31,9 +30,9 @@ void compute_gradients(Trainer& tr, const Batch& b) {
 }  // namespace
 
 TEST(Model, PresetParameterCountsMatchTheSpec) {
-  const std::map<std::string, int64_t> spec = {{"tiny", 70464},       {"small", 366432},     {"medium", 838400},
-                                               {"large", 2743296},    {"xl", 6416896},       {"huge", 9608704},
-                                               {"massive", 25039872}, {"mega", 25138176},    {"behemoth", 473244160}};
+  const std::map<std::string, int64_t> spec = {{"tiny", 70464},       {"small", 366432},  {"medium", 838400},
+                                               {"large", 2743296},    {"xl", 6416896},    {"huge", 9608704},
+                                               {"massive", 25039872}, {"mega", 25138176}, {"behemoth", 473244160}};
   for (const auto& [name, count] : spec) {
     const ModelConfig mc = find_preset(name).model;
     EXPECT_EQ(mc.param_count(), count) << name;
@@ -106,7 +105,8 @@ TEST(Model, TokenOrTargetOutsideTheVocabularyIsAnError) {
       compute_gradients(tr, b);
       FAIL() << "no error for a " << (bad_target ? "target" : "token") << " outside the vocabulary";
     } catch (const Error& e) {
-      EXPECT_STREQ(e.what(), bad_target ? "target id 256 is outside the vocabulary" : "token id -3 is outside the vocabulary");
+      EXPECT_STREQ(e.what(),
+                   bad_target ? "target id 256 is outside the vocabulary" : "token id -3 is outside the vocabulary");
     }
   }
 }
@@ -131,7 +131,8 @@ TEST(Model, GradientsMatchFiniteDifferences) {
     float* p = tr.store().find(t.name);
     std::vector<int64_t> idx(t.numel());
     std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](int64_t a, int64_t c) { return std::abs(g[a]) > std::abs(g[c]); });
+    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(),
+                      [&](int64_t a, int64_t c) { return std::abs(g[a]) > std::abs(g[c]); });
     for (int k = 0; k < 3; ++k) {
       const int64_t i = idx[k];
       const float saved = p[i];

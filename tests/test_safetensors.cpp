@@ -2,7 +2,6 @@
 // file (each must throw ptl::Error with a readable message, never crash), atomic writes, and
 // compatibility with an independent reader/writer in Python (struct + json only).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -156,9 +155,8 @@ TEST(SafeTensors, ExactByteLayout) {
   st.add("a", DType::f32, {2}, a);
   st.add("b", DType::i32, {1, 1}, b);
   const auto bytes = ptl::encode_safetensors(st);
-  const std::string header =
-      R"({"__metadata__":{"k":"v"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"I32","shape":[1,1],"data_offsets":[8,12]}})";
+  const std::string header = R"({"__metadata__":{"k":"v"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("b":{"dtype":"I32","shape":[1,1],"data_offsets":[8,12]}})";
   std::vector<uint8_t> data = {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0, 0x07, 0x00, 0x00, 0x00};
   EXPECT_EQ(bytes, make_file(header, data));
 }
@@ -258,16 +256,13 @@ TEST(SafeTensors, CorruptHeaders) {
   expect_error([&] { decode(make_file(R"({"x":{"dtype":"F32","shape":[30],"data_offsets":[120,0]}})", d120)); },
                "end before they begin");
   expect_error(
-      [&] {
-        decode(make_file(R"({"x":{"dtype":"F32","shape":[30],"data_offsets":[0,120],"extra":1}})", d120));
-      },
+      [&] { decode(make_file(R"({"x":{"dtype":"F32","shape":[30],"data_offsets":[0,120],"extra":1}})", d120)); },
       "tensor 'x' has unknown field 'extra'");
   expect_error([&] { decode(make_file(R"({"x":{"dtype":"F32","shape":[5,6],"data_offsets":[0,100]}})", d120)); },
                "tensor 'x' data_offsets [0, 100] do not match dtype F32 x shape [5,6] (120 bytes)");
   expect_error(
       [&] {
-        decode(make_file(
-            R"({"x":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,120]}})", d120));
+        decode(make_file(R"({"x":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,120]}})", d120));
       },
       "do not match");
   expect_error([&] { decode(make_file(R"({"x":{"dtype":"F32","shape":[5,6],"data_offsets":[8,128]}})", d120)); },
@@ -340,8 +335,10 @@ TEST(SafeTensors, RandomHeaderCorruptionNeverCrashes) {
     const int flips = 1 + static_cast<int>(rng() % 3);
     for (int i = 0; i < flips; ++i) {
       const size_t at = rng() % header_end;
-      if (rng() % 2) f[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
-      else f[at] = static_cast<uint8_t>(rng());
+      if (rng() % 2)
+        f[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+      else
+        f[at] = static_cast<uint8_t>(rng());
     }
     try {
       const SafeTensors st = decode(f);

@@ -82,8 +82,7 @@ TEST(ThreadPool, TwoCallingThreadsAtOnce) {
   cpu::set_num_threads(2);
   std::vector<std::atomic<int>> a(1000), b(1000);
   auto hammer = [](std::vector<std::atomic<int>>& hits) {
-    for (int rep = 0; rep < 200; rep++)
-      cpu::parallel_for(int64_t(hits.size()), [&](int64_t i) { hits[size_t(i)]++; });
+    for (int rep = 0; rep < 200; rep++) cpu::parallel_for(int64_t(hits.size()), [&](int64_t i) { hits[size_t(i)]++; });
   };
   std::thread t1(hammer, std::ref(a)), t2(hammer, std::ref(b));
   t1.join();
@@ -104,8 +103,10 @@ TEST(ThreadPool, EnvironmentSetsTheDefault) {
   EXPECT_EQ(cpu::num_threads(), 3);
   ::setenv("PTL_THREADS", "not a number", 1);
   EXPECT_GE(cpu::default_num_threads(), 1);
-  if (old) ::setenv("PTL_THREADS", saved.c_str(), 1);
-  else ::unsetenv("PTL_THREADS");
+  if (old)
+    ::setenv("PTL_THREADS", saved.c_str(), 1);
+  else
+    ::unsetenv("PTL_THREADS");
 }
 
 TEST(ThreadInvariance, Kernels) {
@@ -128,11 +129,12 @@ TEST(ThreadInvariance, Kernels) {
     // partial sums), dy's rows more than 4 KB apart (dy^T is packed), and accumulation into
     // gradients that already hold values.
     const int64_t M2 = 600, N2 = 1030, K2 = 45;
-    const auto x2 = randn(M2 * K2, 11), W2 = randn(N2 * K2, 12), dy2 = randn(M2 * N2, 13), prev = randn(M2 * K2 + N2 * K2 + N2, 14);
+    const auto x2 = randn(M2 * K2, 11), W2 = randn(N2 * K2, 12), dy2 = randn(M2 * N2, 13),
+               prev = randn(M2 * K2 + N2 * K2 + N2, 14);
     expect_invariant("linear_backward (split over tokens, accumulating)", [&] {
       std::vector<float> out = prev;
-      cpu::linear_backward(out.data(), true, out.data() + M2 * K2, true, out.data() + M2 * K2 + N2 * K2, true, dy2.data(),
-                           x2.data(), W2.data(), M2, N2, K2);
+      cpu::linear_backward(out.data(), true, out.data() + M2 * K2, true, out.data() + M2 * K2 + N2 * K2, true,
+                           dy2.data(), x2.data(), W2.data(), M2, N2, K2);
       return out;
     });
   }
@@ -215,8 +217,8 @@ TEST(ThreadInvariance, TrainingLossesAreBitwiseEqual) {
     }
     for (size_t r = 1; r < runs.size(); r++) {
       for (size_t i = 0; i < runs[0].size(); i++)
-        EXPECT_EQ(runs[r][i], runs[0][i]) << preset << ": " << (i % 2 ? "grad norm" : "loss") << " of step " << i / 2 + 1
-                                          << " with " << r + 1 << " threads";
+        EXPECT_EQ(runs[r][i], runs[0][i]) << preset << ": " << (i % 2 ? "grad norm" : "loss") << " of step "
+                                          << i / 2 + 1 << " with " << r + 1 << " threads";
       EXPECT_TRUE(bitwise_equal(weights[r], weights[0])) << preset << ": weights differ with " << r + 1 << " threads";
     }
   }

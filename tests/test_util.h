@@ -1,16 +1,15 @@
 #pragma once
 // Helpers shared by the C++ tests.
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "engine/config.h"
@@ -34,8 +33,8 @@ struct TempDir {
 
 // English-like text of n bytes, deterministic, so tests need no corpus file.
 inline std::string synthetic_text(size_t n, unsigned seed = 7) {
-  static const char* words[] = {"the ", "king ", "and ", "queen ", "of ", "a ", "house ", "shall ", "speak ", "to ",
-                                "thee, ", "my ", "lord. ", "what ", "say ", "you? ", "\n"};
+  static const char* words[] = {"the ", "king ",  "and ", "queen ", "of ",   "a ",   "house ", "shall ", "speak ",
+                                "to ",  "thee, ", "my ",  "lord. ", "what ", "say ", "you? ",  "\n"};
   std::mt19937 rng(seed);
   std::string s;
   while (s.size() < n) s += words[rng() % (sizeof(words) / sizeof(*words))];
@@ -57,7 +56,8 @@ inline std::string slurp(const std::string& path) {
 }
 
 inline CliRun ptl_cli(const std::string& args, const TempDir& dir) {
-  const std::string cmd = "cd '" + dir.path.string() + "' && '" PTL_BINARY_DIR "/ptl' " + args + " > stdout.txt 2> stderr.txt";
+  const std::string cmd =
+      "cd '" + dir.path.string() + "' && '" PTL_BINARY_DIR "/ptl' " + args + " > stdout.txt 2> stderr.txt";
   const int status = std::system(cmd.c_str());
   CliRun r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

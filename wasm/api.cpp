@@ -39,11 +39,10 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/error.h"
@@ -71,14 +70,14 @@ struct Session {
   std::unique_ptr<ptl::TrainingLoop> loop;  // made on first use; dropped when the run changes
   bool sample_at_end = false;               // ptl_loop_options
   int64_t save_every = 0;
-  int64_t recorded = -1;                    // the last step ptl_record_step recorded
+  int64_t recorded = -1;  // the last step ptl_record_step recorded
 };
 
 std::map<int, Session> g_sessions;
 int g_next_handle = 1;
 std::string g_error;
-std::string g_text;              // the last string result
-std::vector<uint8_t> g_bytes;    // the last byte result
+std::string g_text;            // the last string result
+std::vector<uint8_t> g_bytes;  // the last byte result
 
 template <class F>
 auto guarded(F&& f, decltype(f()) on_error) -> decltype(f()) {
@@ -89,7 +88,8 @@ auto guarded(F&& f, decltype(f()) on_error) -> decltype(f()) {
   } catch (const json::exception& e) {
     g_error = std::string("invalid JSON: ") + e.what();
   } catch (const std::bad_alloc&) {
-    g_error = "out of memory (the WebAssembly heap could not grow; try a smaller model or batch, or the Memory64 build)";
+    g_error =
+        "out of memory (the WebAssembly heap could not grow; try a smaller model or batch, or the Memory64 build)";
   } catch (const std::exception& e) {
     g_error = e.what();
   } catch (...) {
@@ -210,9 +210,7 @@ json events_json(const ptl::StepEvents& e) {
   return {{"evaluate", e.evaluate}, {"sample", e.sample}, {"save", e.save}, {"last", e.last}};
 }
 
-std::string divergence_message(const ptl::Divergence& d) {
-  return d.message() + " (try a lower learning rate)";
-}
+std::string divergence_message(const ptl::Divergence& d) { return d.message() + " (try a lower learning rate)"; }
 
 json eval_json(const ptl::EvalResult& r) {
   return {{"loss", r.loss}, {"tokens", r.tokens}, {"perplexity", r.perplexity()}, {"bits_per_byte", r.bits_per_byte()}};
@@ -220,7 +218,8 @@ json eval_json(const ptl::EvalResult& r) {
 
 ptl::SamplingOptions sampling_from(const char* options_json, int* max_tokens) {
   json j = options_json && *options_json ? json::parse(options_json) : json::object();
-  only_keys(j, json{{"max_tokens", 0}, {"temperature", 0}, {"top_k", 0}, {"top_p", 0}, {"seed", 0}}, "generation options");
+  only_keys(j, json{{"max_tokens", 0}, {"temperature", 0}, {"top_k", 0}, {"top_p", 0}, {"seed", 0}},
+            "generation options");
   ptl::SamplingOptions o;
   o.temperature = j.value("temperature", o.temperature);
   o.top_k = j.value("top_k", o.top_k);
@@ -278,56 +277,67 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_build_info() {
 // workers (Module.ptlPoolSize). n <= 0 restores the default (hardware concurrency). Returns the
 // count in effect, or -1 on error. Not to be called while the engine is computing.
 EMSCRIPTEN_KEEPALIVE int ptl_set_num_threads(int n) {
-  return guarded([&] {
-    ptl::cpu::set_num_threads(n);
-    return ptl::cpu::num_threads();
-  }, -1);
+  return guarded(
+      [&] {
+        ptl::cpu::set_num_threads(n);
+        return ptl::cpu::num_threads();
+      },
+      -1);
 }
 
 // A fresh model from a JSON config (see trainer_from_config). Returns a handle, 0 on error.
 EMSCRIPTEN_KEEPALIVE int ptl_create(const char* config_json) {
-  return guarded([&] {
-    auto t = trainer_from_config(config_json ? config_json : "");
-    reserve_heap(*t);
-    const int h = g_next_handle++;
-    g_sessions[h].trainer = std::move(t);
-    return h;
-  }, 0);
+  return guarded(
+      [&] {
+        auto t = trainer_from_config(config_json ? config_json : "");
+        reserve_heap(*t);
+        const int h = g_next_handle++;
+        g_sessions[h].trainer = std::move(t);
+        return h;
+      },
+      0);
 }
 
 // A model from checkpoint bytes (the native .tinygpt format). Returns a handle, 0 on error.
 EMSCRIPTEN_KEEPALIVE int ptl_create_from_checkpoint(const uint8_t* bytes, double n, const char* name) {
-  return guarded([&] {
-    const size_t len = size_arg(n);
-    ptl::check(bytes != nullptr || len == 0, "null data pointer");
-    auto t = ptl::Trainer::from_checkpoint(std::vector<uint8_t>(bytes, bytes + len), name && *name ? name : "checkpoint");
-    reserve_heap(*t);
-    const int h = g_next_handle++;
-    g_sessions[h].trainer = std::move(t);
-    return h;
-  }, 0);
+  return guarded(
+      [&] {
+        const size_t len = size_arg(n);
+        ptl::check(bytes != nullptr || len == 0, "null data pointer");
+        auto t = ptl::Trainer::from_checkpoint(std::vector<uint8_t>(bytes, bytes + len),
+                                               name && *name ? name : "checkpoint");
+        reserve_heap(*t);
+        const int h = g_next_handle++;
+        g_sessions[h].trainer = std::move(t);
+        return h;
+      },
+      0);
 }
 
 // Replaces a trainer's whole state with a checkpoint's; on error the trainer is unchanged.
 EMSCRIPTEN_KEEPALIVE int ptl_load_checkpoint(int h, const uint8_t* bytes, double n, const char* name) {
-  return guarded([&] {
-    Session& s = session(h);
-    const size_t len = size_arg(n);
-    ptl::check(bytes != nullptr || len == 0, "null data pointer");
-    s.trainer->load_checkpoint(std::vector<uint8_t>(bytes, bytes + len), name && *name ? name : "checkpoint");
-    s.gen.reset();
-    reset_loop(s);
-    reserve_heap(*s.trainer);
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        const size_t len = size_arg(n);
+        ptl::check(bytes != nullptr || len == 0, "null data pointer");
+        s.trainer->load_checkpoint(std::vector<uint8_t>(bytes, bytes + len), name && *name ? name : "checkpoint");
+        s.gen.reset();
+        reset_loop(s);
+        reserve_heap(*s.trainer);
+        return 0;
+      },
+      -1);
 }
 
 EMSCRIPTEN_KEEPALIVE int ptl_free(int h) {
-  return guarded([&] {
-    session(h);
-    g_sessions.erase(h);
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        session(h);
+        g_sessions.erase(h);
+        return 0;
+      },
+      -1);
 }
 
 // Updates the schedule of the training config, e.g. {"steps": 3000} to continue a run past
@@ -335,50 +345,60 @@ EMSCRIPTEN_KEEPALIVE int ptl_free(int h) {
 // schedule, warmup, min_lr_frac, eval_every, eval_batches, sample_every. The others (batch,
 // seed, AdamW hyper-parameters, grad_clip) are built into the training program.
 EMSCRIPTEN_KEEPALIVE int ptl_update_train_config(int h, const char* json_text) {
-  return guarded([&] {
-    Session& s = session(h);
-    ptl::TrainConfig& tc = s.trainer->train_config();
-    json cur = tc.to_json();
-    json j = json::parse(json_text ? json_text : "{}");
-    only_keys(j, cur, "train config");
-    // data_path only names the data (the page passes a file's name): checkpoints and adapters record it.
-    const std::set<std::string> mutable_keys = {"steps", "lr", "schedule", "warmup", "min_lr_frac",
-                                                "eval_every", "eval_batches", "sample_every", "data_path"};
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      ptl::check(mutable_keys.count(it.key()) || it.value() == cur[it.key()],
-                 "train config: '" + it.key() + "' cannot change on an existing trainer (it is built into the training program)");
-      cur[it.key()] = it.value();
-    }
-    tc = ptl::TrainConfig::from_json(cur);  // validates before anything changes
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::TrainConfig& tc = s.trainer->train_config();
+        json cur = tc.to_json();
+        json j = json::parse(json_text ? json_text : "{}");
+        only_keys(j, cur, "train config");
+        // data_path only names the data (the page passes a file's name): checkpoints and adapters record it.
+        const std::set<std::string> mutable_keys = {"steps",        "lr",           "schedule",
+                                                    "warmup",       "min_lr_frac",  "eval_every",
+                                                    "eval_batches", "sample_every", "data_path"};
+        for (auto it = j.begin(); it != j.end(); ++it) {
+          ptl::check(mutable_keys.count(it.key()) || it.value() == cur[it.key()],
+                     "train config: '" + it.key() +
+                         "' cannot change on an existing trainer (it is built into the training program)");
+          cur[it.key()] = it.value();
+        }
+        tc = ptl::TrainConfig::from_json(cur);  // validates before anything changes
+        return 0;
+      },
+      -1);
 }
 
 // The corpus (raw bytes, byte-level tokens), split (1 - val_fraction) / val_fraction.
 EMSCRIPTEN_KEEPALIVE int ptl_set_corpus(int h, const uint8_t* bytes, double n, double val_fraction) {
-  return guarded([&] {
-    Session& s = session(h);
-    ptl::check(std::isfinite(val_fraction) && val_fraction >= 0 && val_fraction < 1, "val_fraction must be in [0, 1)");
-    s.trainer->set_corpus(bytes_arg(bytes, n), "corpus", val_fraction);
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::check(std::isfinite(val_fraction) && val_fraction >= 0 && val_fraction < 1,
+                   "val_fraction must be in [0, 1)");
+        s.trainer->set_corpus(bytes_arg(bytes, n), "corpus", val_fraction);
+        return 0;
+      },
+      -1);
 }
 
 // {"model", "train", "step", "tokens_seen", "elapsed_s", "param_count", "corpus": {...} | null}
 EMSCRIPTEN_KEEPALIVE const char* ptl_info(int h) {
-  return guarded([&] {
-    Session& s = session(h);
-    const ptl::Trainer& t = *s.trainer;
-    json j = {{"model", t.model_config().to_json()},
-              {"train", t.train_config().to_json()},
-              {"step", t.state().step},
-              {"tokens_seen", t.state().tokens_seen},
-              {"elapsed_s", t.state().elapsed_seconds},
-              {"param_count", t.model_config().param_count()},
-              {"corpus", nullptr}};
-    if (t.has_corpus()) j["corpus"] = {{"train_bytes", t.corpus().train().size()}, {"val_bytes", t.corpus().val().size()}};
-    return text_result(j.dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        const ptl::Trainer& t = *s.trainer;
+        json j = {{"model", t.model_config().to_json()},
+                  {"train", t.train_config().to_json()},
+                  {"step", t.state().step},
+                  {"tokens_seen", t.state().tokens_seen},
+                  {"elapsed_s", t.state().elapsed_seconds},
+                  {"param_count", t.model_config().param_count()},
+                  {"corpus", nullptr}};
+        if (t.has_corpus())
+          j["corpus"] = {{"train_bytes", t.corpus().train().size()}, {"val_bytes", t.corpus().val().size()}};
+        return text_result(j.dump());
+      },
+      (const char*)nullptr);
 }
 
 // Runs `steps` optimizer steps on batches drawn from the corpus, each recorded by the training
@@ -387,34 +407,38 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_info(int h) {
 // "sample", "save", "last"}} (what the loop says follows the step). A non-finite loss or
 // gradient norm stops with an error (training diverged), naming the step.
 EMSCRIPTEN_KEEPALIVE const char* ptl_train(int h, int steps) {
-  return guarded([&] {
-    Session& s = session(h);
-    ptl::check(steps >= 0, "steps must not be negative");
-    ptl::Trainer& t = *s.trainer;
-    ptl::TrainingLoop& l = loop(s);
-    json out = json::array();
-    s.gen.reset();
-    for (int i = 0; i < steps; ++i) {
-      const ptl::StepResult r = t.train_step();
-      const auto ev = l.record(r);
-      if (!ev) ptl::fail(divergence_message(*l.divergence()));
-      s.recorded = r.step;
-      json m = step_json(r, t);
-      m["events"] = events_json(*ev);
-      out.push_back(std::move(m));
-    }
-    return text_result(out.dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::check(steps >= 0, "steps must not be negative");
+        ptl::Trainer& t = *s.trainer;
+        ptl::TrainingLoop& l = loop(s);
+        json out = json::array();
+        s.gen.reset();
+        for (int i = 0; i < steps; ++i) {
+          const ptl::StepResult r = t.train_step();
+          const auto ev = l.record(r);
+          if (!ev) ptl::fail(divergence_message(*l.divergence()));
+          s.recorded = r.step;
+          json m = step_json(r, t);
+          m["events"] = events_json(*ev);
+          out.push_back(std::move(m));
+        }
+        return text_result(out.dump());
+      },
+      (const char*)nullptr);
 }
 
 // What follows step `step` (1-based): {"evaluate", "sample", "save", "last"}; the same rule
 // ptl_train and ptl_record_step apply. For an external executor to decide right after it
 // submits a step, before the step's loss comes back.
 EMSCRIPTEN_KEEPALIVE const char* ptl_events_after(int h, double step) {
-  return guarded([&] {
-    ptl::check(std::isfinite(step) && step >= 1 && step == std::floor(step), "step must be a positive integer");
-    return text_result(events_json(loop(session(h)).events_after(int64_t(step))).dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        ptl::check(std::isfinite(step) && step >= 1 && step == std::floor(step), "step must be a positive integer");
+        return text_result(events_json(loop(session(h)).events_after(int64_t(step))).dump());
+      },
+      (const char*)nullptr);
 }
 
 // Records a step another executor ran on a batch of ptl_next_batch: {"step", "loss",
@@ -423,50 +447,54 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_events_after(int h, double step) {
 // time and the step's history point; returns the events after the step as ptl_events_after. A
 // non-finite loss or gradient norm is an error naming the step (training diverged).
 EMSCRIPTEN_KEEPALIVE const char* ptl_record_step(int h, const char* json_text) {
-  return guarded([&] {
-    Session& s = session(h);
-    ptl::Trainer& t = *s.trainer;
-    json j = json::parse(json_text ? json_text : "{}");
-    only_keys(j, json{{"step", 0}, {"loss", 0}, {"grad_norm", 0}, {"seconds", 0}}, "step result");
-    ptl::check(j.contains("step") && j.contains("loss"), "step result: give \"step\" and \"loss\"");
-    ptl::StepResult r;
-    r.step = j.at("step").get<int64_t>();
-    // JSON has no NaN or infinity: a non-finite number arrives as null.
-    auto number = [&](const char* key, double dflt) {
-      return !j.contains(key) ? dflt : j.at(key).is_null() ? double(NAN) : j.at(key).get<double>();
-    };
-    r.loss = number("loss", 0);
-    r.grad_norm = number("grad_norm", 0);
-    r.seconds = number("seconds", 0);
-    ptl::check(std::isfinite(r.seconds) && r.seconds >= 0, "step result: seconds must be a non-negative number");
-    ptl::check(r.step > s.recorded && r.step >= 1 && r.step <= t.state().step,
-               "step result: step " + std::to_string(r.step) + " is not the next step to record (" +
-                   (s.recorded >= 1 ? "the last recorded is " + std::to_string(s.recorded) + ", " : std::string()) +
-                   "the engine has counted " + std::to_string(t.state().step) + ")");
-    r.lr = t.lr_at(r.step - 1);
-    r.tokens = int64_t(t.train_config().batch) * t.model_config().ctx;
-    ptl::TrainingLoop& l = loop(s);
-    const auto ev = l.record(r);
-    if (!ev) ptl::fail(divergence_message(*l.divergence()));
-    s.recorded = r.step;
-    return text_result(events_json(*ev).dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::Trainer& t = *s.trainer;
+        json j = json::parse(json_text ? json_text : "{}");
+        only_keys(j, json{{"step", 0}, {"loss", 0}, {"grad_norm", 0}, {"seconds", 0}}, "step result");
+        ptl::check(j.contains("step") && j.contains("loss"), "step result: give \"step\" and \"loss\"");
+        ptl::StepResult r;
+        r.step = j.at("step").get<int64_t>();
+        // JSON has no NaN or infinity: a non-finite number arrives as null.
+        auto number = [&](const char* key, double dflt) {
+          return !j.contains(key) ? dflt : j.at(key).is_null() ? double(NAN) : j.at(key).get<double>();
+        };
+        r.loss = number("loss", 0);
+        r.grad_norm = number("grad_norm", 0);
+        r.seconds = number("seconds", 0);
+        ptl::check(std::isfinite(r.seconds) && r.seconds >= 0, "step result: seconds must be a non-negative number");
+        ptl::check(r.step > s.recorded && r.step >= 1 && r.step <= t.state().step,
+                   "step result: step " + std::to_string(r.step) + " is not the next step to record (" +
+                       (s.recorded >= 1 ? "the last recorded is " + std::to_string(s.recorded) + ", " : std::string()) +
+                       "the engine has counted " + std::to_string(t.state().step) + ")");
+        r.lr = t.lr_at(r.step - 1);
+        r.tokens = int64_t(t.train_config().batch) * t.model_config().ctx;
+        ptl::TrainingLoop& l = loop(s);
+        const auto ev = l.record(r);
+        if (!ev) ptl::fail(divergence_message(*l.divergence()));
+        s.recorded = r.step;
+        return text_result(events_json(*ev).dump());
+      },
+      (const char*)nullptr);
 }
 
 // Adds to the loop's events: {"sample_at_end": true} a sample at the run's last step,
 // {"save_every": N} a save every N steps (0: only after validations and at the end).
 EMSCRIPTEN_KEEPALIVE int ptl_loop_options(int h, const char* json_text) {
-  return guarded([&] {
-    Session& s = session(h);
-    json j = json::parse(json_text ? json_text : "{}");
-    only_keys(j, json{{"sample_at_end", 0}, {"save_every", 0}}, "loop options");
-    const bool at_end = j.value("sample_at_end", s.sample_at_end);
-    const int64_t every = j.value("save_every", s.save_every);
-    ptl::check(every >= 0, "loop options: save_every must not be negative");
-    s.sample_at_end = at_end;
-    s.save_every = every;
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        json j = json::parse(json_text ? json_text : "{}");
+        only_keys(j, json{{"sample_at_end", 0}, {"save_every", 0}}, "loop options");
+        const bool at_end = j.value("sample_at_end", s.sample_at_end);
+        const int64_t every = j.value("save_every", s.save_every);
+        ptl::check(every >= 0, "loop options: save_every must not be negative");
+        s.sample_at_end = at_end;
+        s.save_every = every;
+        return 0;
+      },
+      -1);
 }
 
 // --- The model's state tensor by tensor (an executor keeping its own copy of the weights) ---
@@ -475,83 +503,97 @@ EMSCRIPTEN_KEEPALIVE int ptl_loop_options(int h, const char* json_text) {
 // of the trainable ones ("optim.m.<name>", "optim.v.<name>"; present once a step has run here or
 // they were written).
 EMSCRIPTEN_KEEPALIVE const char* ptl_tensor_names(int h) {
-  return guarded([&] {
-    ptl::Trainer& t = *session(h).trainer;
-    json out = json::array();
-    for (const auto& ti : t.state_tensors())
-      out.push_back({{"name", ti.name}, {"shape", ti.shape}, {"present", t.store().find(ti.name) != nullptr}});
-    return text_result(out.dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        ptl::Trainer& t = *session(h).trainer;
+        json out = json::array();
+        for (const auto& ti : t.state_tensors())
+          out.push_back({{"name", ti.name}, {"shape", ti.shape}, {"present", t.store().find(ti.name) != nullptr}});
+        return text_result(out.dump());
+      },
+      (const char*)nullptr);
 }
 
 // A state tensor's data, float32 little-endian (length ptl_result_size()).
 EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_read_tensor(int h, const char* name) {
-  return guarded([&] {
-    ptl::Trainer& t = *session(h).trainer;
-    const std::string n = name ? name : "";
-    const float* p = t.read_tensor(n);
-    const size_t bytes = size_t(t.store().numel(n)) * 4;
-    g_bytes.assign(reinterpret_cast<const uint8_t*>(p), reinterpret_cast<const uint8_t*>(p) + bytes);
-    return (const uint8_t*)g_bytes.data();
-  }, (const uint8_t*)nullptr);
+  return guarded(
+      [&] {
+        ptl::Trainer& t = *session(h).trainer;
+        const std::string n = name ? name : "";
+        const float* p = t.read_tensor(n);
+        const size_t bytes = size_t(t.store().numel(n)) * 4;
+        g_bytes.assign(reinterpret_cast<const uint8_t*>(p), reinterpret_cast<const uint8_t*>(p) + bytes);
+        return (const uint8_t*)g_bytes.data();
+      },
+      (const uint8_t*)nullptr);
 }
 
 // Overwrites a state tensor with n bytes (its size: float32 little-endian), creating AdamW
 // moments not present yet. A generation in progress stops.
 EMSCRIPTEN_KEEPALIVE int ptl_write_tensor(int h, const char* name, const uint8_t* bytes, double n) {
-  return guarded([&] {
-    Session& s = session(h);
-    const size_t len = size_arg(n);
-    ptl::check(bytes != nullptr || len == 0, "null data pointer");
-    s.trainer->write_tensor(name ? name : "", bytes, len);
-    s.gen.reset();
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        const size_t len = size_arg(n);
+        ptl::check(bytes != nullptr || len == 0, "null data pointer");
+        s.trainer->write_tensor(name ? name : "", bytes, len);
+        s.gen.reset();
+        return 0;
+      },
+      -1);
 }
 
 // Sets the number of steps done (another executor's count); the data order does not move.
 EMSCRIPTEN_KEEPALIVE int ptl_set_step(int h, double step) {
-  return guarded([&] {
-    Session& s = session(h);
-    ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
-    s.trainer->set_step(int64_t(step));
-    if (s.recorded > int64_t(step)) s.recorded = int64_t(step);
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
+        s.trainer->set_step(int64_t(step));
+        if (s.recorded > int64_t(step)) s.recorded = int64_t(step);
+        return 0;
+      },
+      -1);
 }
 
 // Per-op wall time of training steps (what `ptl bench --ops` prints natively). enable = 1 turns
 // profiling on and clears the totals, 0 turns it off; either way returns the totals so far as
 // {"op": seconds, ...} (summed over the steps run since it was enabled).
 EMSCRIPTEN_KEEPALIVE const char* ptl_profile(int h, int enable) {
-  return guarded([&] {
-    ptl::cpu::Executor& ex = session(h).trainer->train_executor();
-    json o = json::object();
-    for (const auto& [op, sec] : ex.op_seconds) o[op] = sec;
-    ex.profile = enable != 0;
-    if (enable) ex.op_seconds.clear();
-    return text_result(o.dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        ptl::cpu::Executor& ex = session(h).trainer->train_executor();
+        json o = json::object();
+        for (const auto& [op, sec] : ex.op_seconds) o[op] = sec;
+        ex.profile = enable != 0;
+        if (enable) ex.op_seconds.clear();
+        return text_result(o.dump());
+      },
+      (const char*)nullptr);
 }
 
 // Loss on the fixed validation windows: {"loss", "tokens", "perplexity", "bits_per_byte"}.
 // The training loop records it: a history point at the current step (with the train loss
 // recorded for that step), its time added to the run's elapsed time.
 EMSCRIPTEN_KEEPALIVE const char* ptl_validation_loss(int h) {
-  return guarded([&] {
-    Session& s = session(h);
-    return text_result(eval_json(loop(s).evaluate()).dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        return text_result(eval_json(loop(s).evaluate()).dump());
+      },
+      (const char*)nullptr);
 }
 
 // Mean loss over every byte of a text, window by window (as `ptl eval --data`).
 EMSCRIPTEN_KEEPALIVE const char* ptl_evaluate_text(int h, const uint8_t* bytes, double n) {
-  return guarded([&] {
-    Session& s = session(h);
-    std::string text = bytes_arg(bytes, n);
-    ptl::check(text.size() >= 2, "text to evaluate must hold at least 2 bytes");
-    return text_result(eval_json(s.trainer->evaluate_text(text)).dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        std::string text = bytes_arg(bytes, n);
+        ptl::check(text.size() >= 2, "text to evaluate must hold at least 2 bytes");
+        return text_result(eval_json(s.trainer->evaluate_text(text)).dump());
+      },
+      (const char*)nullptr);
 }
 
 // Generation through Trainer::generate. Options JSON: {"max_tokens", "temperature", "top_k",
@@ -559,63 +601,73 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_evaluate_text(int h, const uint8_t* bytes, 
 // it returns non-zero to continue, 0 to stop. Returns {"tokens": [...]}.
 EMSCRIPTEN_KEEPALIVE const char* ptl_generate(int h, const uint8_t* prompt, double n, const char* options_json,
                                               int (*on_token)(int)) {
-  return guarded([&] {
-    Session& s = session(h);
-    int max_tokens = 0;
-    ptl::SamplingOptions opt = sampling_from(options_json, &max_tokens);
-    s.gen.reset();
-    std::function<bool(int32_t)> cb;
-    if (on_token) cb = [on_token](int32_t tok) { return on_token(tok) != 0; };
-    std::vector<int32_t> out = s.trainer->generate(prompt_tokens(prompt, n), max_tokens, opt, cb);
-    return text_result(json{{"tokens", out}}.dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        int max_tokens = 0;
+        ptl::SamplingOptions opt = sampling_from(options_json, &max_tokens);
+        s.gen.reset();
+        std::function<bool(int32_t)> cb;
+        if (on_token) cb = [on_token](int32_t tok) { return on_token(tok) != 0; };
+        std::vector<int32_t> out = s.trainer->generate(prompt_tokens(prompt, n), max_tokens, opt, cb);
+        return text_result(json{{"tokens", out}}.dump());
+      },
+      (const char*)nullptr);
 }
 
 // Polling generation: start, then call ptl_generate_next until it returns -1.
 EMSCRIPTEN_KEEPALIVE int ptl_generate_start(int h, const uint8_t* prompt, double n, const char* options_json) {
-  return guarded([&] {
-    Session& s = session(h);
-    ptl::Trainer& t = *s.trainer;
-    auto g = std::make_unique<Generation>();
-    ptl::SamplingOptions opt = sampling_from(options_json, &g->remaining);
-    t.begin_generation(prompt_tokens(prompt, n), opt);  // validates the options and the prompt
-    s.gen = std::move(g);
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::Trainer& t = *s.trainer;
+        auto g = std::make_unique<Generation>();
+        ptl::SamplingOptions opt = sampling_from(options_json, &g->remaining);
+        t.begin_generation(prompt_tokens(prompt, n), opt);  // validates the options and the prompt
+        s.gen = std::move(g);
+        return 0;
+      },
+      -1);
 }
 
 // The next token (0..255), -1 when the generation is finished, -2 on error.
 EMSCRIPTEN_KEEPALIVE int ptl_generate_next(int h) {
-  return guarded([&]() -> int {
-    Session& s = session(h);
-    ptl::check(s.gen != nullptr, "no generation in progress: call ptl_generate_start first");
-    Generation& g = *s.gen;
-    if (g.remaining <= 0) {
-      s.gen.reset();
-      return -1;
-    }
-    const int32_t next = s.trainer->next_token();
-    --g.remaining;
-    return next;
-  }, -2);
+  return guarded(
+      [&]() -> int {
+        Session& s = session(h);
+        ptl::check(s.gen != nullptr, "no generation in progress: call ptl_generate_start first");
+        Generation& g = *s.gen;
+        if (g.remaining <= 0) {
+          s.gen.reset();
+          return -1;
+        }
+        const int32_t next = s.trainer->next_token();
+        --g.remaining;
+        return next;
+      },
+      -2);
 }
 
 EMSCRIPTEN_KEEPALIVE int ptl_generate_stop(int h) {
-  return guarded([&] {
-    session(h).gen.reset();
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        session(h).gen.reset();
+        return 0;
+      },
+      -1);
 }
 
 // Checkpoint bytes in the native .tinygpt format (Trainer::save_checkpoint). With
 // with_optimizer = 0 it is a weights-only checkpoint (e.g. the initial weights of a fresh model
 // for an external executor). The length is ptl_result_size().
 EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_export_checkpoint(int h, int with_optimizer) {
-  return guarded([&] {
-    Session& s = session(h);
-    g_bytes = s.trainer->save_checkpoint(with_optimizer != 0);
-    return (const uint8_t*)g_bytes.data();
-  }, (const uint8_t*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        g_bytes = s.trainer->save_checkpoint(with_optimizer != 0);
+        return (const uint8_t*)g_bytes.data();
+      },
+      (const uint8_t*)nullptr);
 }
 
 EMSCRIPTEN_KEEPALIVE double ptl_result_size() { return double(g_bytes.size()); }
@@ -626,29 +678,37 @@ EMSCRIPTEN_KEEPALIVE double ptl_result_size() { return double(g_bytes.size()); }
 // generator past the context recomputes its window with it) or "inspect" (one sequence of ctx
 // tokens with every layer's attention probabilities; ptl_inspect builds it for the prompt's length).
 EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) {
-  return guarded([&] {
-    Session& s = session(h);
-    const std::string which = which_c && *which_c ? which_c : "train";
-    const ptl::Trainer& t = *s.trainer;
-    // The programs the trainer itself runs: with its LoRA adapters, and for SFT data the loss
-    // mask (an input "loss_mask" [batch, ctx] that ptl_next_batch supplies).
-    ptl::BuildOptions opt;
-    opt.batch = t.train_config().batch;
-    opt.lora = t.lora_config();
-    ptl::BuildOptions one;
-    one.lora = t.lora_config();
-    ptl::Program p;
-    if (which == "train") {
-      opt.loss_mask = t.has_sft_data();
-      p = ptl::build_train_program(t.model_config(), opt, t.train_config());
-    } else if (which == "eval") p = ptl::build_eval_program(t.model_config(), opt);
-    else if (which == "forward") p = ptl::build_forward_program(t.model_config(), opt);
-    else if (which == "generate") p = ptl::build_generate_program(t.model_config(), t.lora_config());
-    else if (which == "window") p = ptl::build_forward_program(t.model_config(), one);
-    else if (which == "inspect") p = ptl::build_inspect_program(t.model_config(), t.model_config().ctx, t.lora_config());
-    else ptl::fail("unknown program '" + which + "' (train, eval, forward, generate, window or inspect)");
-    return text_result(p.to_json().dump());
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        const std::string which = which_c && *which_c ? which_c : "train";
+        const ptl::Trainer& t = *s.trainer;
+        // The programs the trainer itself runs: with its LoRA adapters, and for SFT data the loss
+        // mask (an input "loss_mask" [batch, ctx] that ptl_next_batch supplies).
+        ptl::BuildOptions opt;
+        opt.batch = t.train_config().batch;
+        opt.lora = t.lora_config();
+        ptl::BuildOptions one;
+        one.lora = t.lora_config();
+        ptl::Program p;
+        if (which == "train") {
+          opt.loss_mask = t.has_sft_data();
+          p = ptl::build_train_program(t.model_config(), opt, t.train_config());
+        } else if (which == "eval")
+          p = ptl::build_eval_program(t.model_config(), opt);
+        else if (which == "forward")
+          p = ptl::build_forward_program(t.model_config(), opt);
+        else if (which == "generate")
+          p = ptl::build_generate_program(t.model_config(), t.lora_config());
+        else if (which == "window")
+          p = ptl::build_forward_program(t.model_config(), one);
+        else if (which == "inspect")
+          p = ptl::build_inspect_program(t.model_config(), t.model_config().ctx, t.lora_config());
+        else
+          ptl::fail("unknown program '" + which + "' (train, eval, forward, generate, window or inspect)");
+        return text_result(p.to_json().dump());
+      },
+      (const char*)nullptr);
 }
 
 // --- Another executor running the training program (the WebGPU backend) ---
@@ -662,29 +722,33 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) 
 // the loss mask, float32 [batch, ctx] (the train program's "loss_mask" input). The step's learning
 // rate is ptl_lr_at(h, step - 1) with step the trainer's step after this call (ptl_info).
 EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_next_batch(int h) {
-  return guarded([&] {
-    Session& s = session(h);
-    ptl::Trainer& t = *s.trainer;
-    ptl::Batch b = t.next_train_batch();
-    const size_t n = b.inputs.size();
-    std::vector<uint8_t> out((b.mask.empty() ? 2 : 3) * n * 4);
-    std::memcpy(out.data(), b.inputs.data(), n * 4);  // wasm is little-endian
-    std::memcpy(out.data() + n * 4, b.targets.data(), n * 4);
-    if (!b.mask.empty()) std::memcpy(out.data() + 2 * n * 4, b.mask.data(), n * 4);
-    t.count_external_step(b);
-    s.gen.reset();
-    g_bytes = std::move(out);
-    return (const uint8_t*)g_bytes.data();
-  }, (const uint8_t*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::Trainer& t = *s.trainer;
+        ptl::Batch b = t.next_train_batch();
+        const size_t n = b.inputs.size();
+        std::vector<uint8_t> out((b.mask.empty() ? 2 : 3) * n * 4);
+        std::memcpy(out.data(), b.inputs.data(), n * 4);  // wasm is little-endian
+        std::memcpy(out.data() + n * 4, b.targets.data(), n * 4);
+        if (!b.mask.empty()) std::memcpy(out.data() + 2 * n * 4, b.mask.data(), n * 4);
+        t.count_external_step(b);
+        s.gen.reset();
+        g_bytes = std::move(out);
+        return (const uint8_t*)g_bytes.data();
+      },
+      (const uint8_t*)nullptr);
 }
 
 // The learning rate of 0-based step `step` (the step with optim.hparams[1] = step + 1) under the
 // trainer's current schedule (TrainConfig::lr_at). NaN on error.
 EMSCRIPTEN_KEEPALIVE double ptl_lr_at(int h, double step) {
-  return guarded([&] {
-    ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
-    return session(h).trainer->lr_at(int64_t(step));
-  }, double(NAN));
+  return guarded(
+      [&] {
+        ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
+        return session(h).trainer->lr_at(int64_t(step));
+      },
+      double(NAN));
 }
 
 // --- Inspection ---
@@ -697,17 +761,19 @@ EMSCRIPTEN_KEEPALIVE double ptl_lr_at(int h, double step) {
 // position i's weights over positions 0..i, zeros after). Binary because the maps grow as
 // L H T^2: 0.15 MB for Small, 176 MB for Mega at its full 512-byte context.
 EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_inspect(int h, const uint8_t* prompt, double n, int top_k) {
-  return guarded([&] {
-    Session& s = session(h);
-    ptl::InspectResult r = s.trainer->inspect(prompt_tokens(prompt, n), top_k);
-    json top = json::array();
-    for (const auto& [byte, prob] : r.top) top.push_back({{"byte", byte}, {"prob", prob}});
-    json header = {{"tokens", r.tokens}, {"top", top}, {"layers", r.layers}, {"heads", r.heads}, {"T", r.T}};
-    g_bytes.clear();
-    g_bytes.shrink_to_fit();  // the previous result's memory first: the maps may be large
-    g_bytes = framed(header, r.attention.data(), r.attention.size() * sizeof(float));
-    return (const uint8_t*)g_bytes.data();
-  }, (const uint8_t*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::InspectResult r = s.trainer->inspect(prompt_tokens(prompt, n), top_k);
+        json top = json::array();
+        for (const auto& [byte, prob] : r.top) top.push_back({{"byte", byte}, {"prob", prob}});
+        json header = {{"tokens", r.tokens}, {"top", top}, {"layers", r.layers}, {"heads", r.heads}, {"T", r.T}};
+        g_bytes.clear();
+        g_bytes.shrink_to_fit();  // the previous result's memory first: the maps may be large
+        g_bytes = framed(header, r.attention.data(), r.attention.size() * sizeof(float));
+        return (const uint8_t*)g_bytes.data();
+      },
+      (const uint8_t*)nullptr);
 }
 
 // --- One program on the CPU backend (the browser's C++ twin of a WebGPU kernel) ---
@@ -718,15 +784,17 @@ EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_inspect(int h, const uint8_t* prompt, do
 // name the program lacks is an error), then the program runs once. Returns safetensors bytes
 // (length ptl_result_size()) holding every tensor of the program after the run. Needs no trainer.
 EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_run_program(const char* program_json, const uint8_t* inputs, double n) {
-  return guarded([&] {
-    ptl::check(program_json != nullptr, "null program");
-    const ptl::Program prog = ptl::Program::from_json(json::parse(program_json));
-    const size_t len = size_arg(n);
-    ptl::check(inputs != nullptr || len == 0, "null data pointer");
-    const ptl::SafeTensors in = ptl::decode_safetensors(inputs, len, "program inputs");
-    g_bytes = ptl::encode_safetensors(ptl::run_program_once(prog, in));
-    return (const uint8_t*)g_bytes.data();
-  }, (const uint8_t*)nullptr);
+  return guarded(
+      [&] {
+        ptl::check(program_json != nullptr, "null program");
+        const ptl::Program prog = ptl::Program::from_json(json::parse(program_json));
+        const size_t len = size_arg(n);
+        ptl::check(inputs != nullptr || len == 0, "null data pointer");
+        const ptl::SafeTensors in = ptl::decode_safetensors(inputs, len, "program inputs");
+        g_bytes = ptl::encode_safetensors(ptl::run_program_once(prog, in));
+        return (const uint8_t*)g_bytes.data();
+      },
+      (const uint8_t*)nullptr);
 }
 
 // ---- Post-training: LoRA adapters and SFT (docs/post-training.md) ------------------------------
@@ -736,86 +804,100 @@ EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_run_program(const char* program_json, co
 // "lora": {"rank", "alpha", "targets": [...]} | null}; with "lora" the base is frozen and only
 // the adapters train. Every field is optional except "steps".
 EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
-  return guarded([&] {
-    Session& s = session(h);
-    json j = json::parse(config_json ? config_json : "{}");
-    only_keys(j, json{{"steps", 0}, {"lr", 0}, {"schedule", 0}, {"batch", 0}, {"seed", 0}, {"warmup", 0}, {"lora", 0}},
-              "fine-tune config");
-    ptl::check(j.contains("steps"), "fine-tune config: give \"steps\"");
-    ptl::TrainConfig tc = s.trainer->train_config();  // the base run's optimizer settings, then ours
-    tc.steps = j.at("steps").get<int64_t>();
-    tc.lr = j.value("lr", 1e-3);
-    if (j.contains("schedule")) tc.schedule = j.at("schedule").get<std::string>();
-    if (j.contains("batch")) tc.batch = j.at("batch").get<int>();
-    if (j.contains("seed")) tc.seed = j.at("seed").get<uint64_t>();
-    tc.warmup = j.value("warmup", int64_t(0));
-    tc.sample_every = 0;
-    tc.validate();
-    s.gen.reset();
-    ptl::LoraConfig lora;
-    const bool with_lora = j.contains("lora") && !j.at("lora").is_null();
-    if (with_lora) lora = ptl::lora_from_json(j.at("lora"));  // validate before changing anything
-    s.trainer->start_finetune(tc);
-    if (with_lora) s.trainer->enable_lora(lora, tc.seed);
-    reset_loop(s);
-    reserve_heap(*s.trainer);
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        json j = json::parse(config_json ? config_json : "{}");
+        only_keys(j,
+                  json{{"steps", 0}, {"lr", 0}, {"schedule", 0}, {"batch", 0}, {"seed", 0}, {"warmup", 0}, {"lora", 0}},
+                  "fine-tune config");
+        ptl::check(j.contains("steps"), "fine-tune config: give \"steps\"");
+        ptl::TrainConfig tc = s.trainer->train_config();  // the base run's optimizer settings, then ours
+        tc.steps = j.at("steps").get<int64_t>();
+        tc.lr = j.value("lr", 1e-3);
+        if (j.contains("schedule")) tc.schedule = j.at("schedule").get<std::string>();
+        if (j.contains("batch")) tc.batch = j.at("batch").get<int>();
+        if (j.contains("seed")) tc.seed = j.at("seed").get<uint64_t>();
+        tc.warmup = j.value("warmup", int64_t(0));
+        tc.sample_every = 0;
+        tc.validate();
+        s.gen.reset();
+        ptl::LoraConfig lora;
+        const bool with_lora = j.contains("lora") && !j.at("lora").is_null();
+        if (with_lora) lora = ptl::lora_from_json(j.at("lora"));  // validate before changing anything
+        s.trainer->start_finetune(tc);
+        if (with_lora) s.trainer->enable_lora(lora, tc.seed);
+        reset_loop(s);
+        reserve_heap(*s.trainer);
+        return 0;
+      },
+      -1);
 }
 
 // SFT examples (JSONL of {"prompt", "response"} or {"messages": [...]}) replace the corpus: the
 // loss counts only the response bytes. Errors name the line.
 EMSCRIPTEN_KEEPALIVE int ptl_set_sft_data(int h, const uint8_t* bytes, double n, const char* name) {
-  return guarded([&] {
-    Session& s = session(h);
-    const std::string what = name && *name ? name : "sft data";
-    auto examples = ptl::parse_sft_jsonl(bytes_arg(bytes, n), what);
-    s.trainer->set_sft_data(std::make_unique<ptl::SftData>(examples, s.trainer->model_config().ctx, 0.1, what));
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        const std::string what = name && *name ? name : "sft data";
+        auto examples = ptl::parse_sft_jsonl(bytes_arg(bytes, n), what);
+        s.trainer->set_sft_data(std::make_unique<ptl::SftData>(examples, s.trainer->model_config().ctx, 0.1, what));
+        return 0;
+      },
+      -1);
 }
 
 // The adapters as an adapter file (safetensors, format "tinygpt-lora"); ptl_result_size() bytes.
 EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_export_adapter(int h) {
-  return guarded([&] {
-    Session& s = session(h);
-    ptl::check(s.trainer->lora_enabled(), "this model has no LoRA adapters to export");
-    g_bytes = s.trainer->save_adapter();
-    return (const uint8_t*)g_bytes.data();
-  }, (const uint8_t*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::check(s.trainer->lora_enabled(), "this model has no LoRA adapters to export");
+        g_bytes = s.trainer->save_adapter();
+        return (const uint8_t*)g_bytes.data();
+      },
+      (const uint8_t*)nullptr);
 }
 
 // Adapters trained on this model's base (checked: same config and base checkpoint); replaces any
 // adapters present. On error nothing changes.
 EMSCRIPTEN_KEEPALIVE int ptl_load_adapter(int h, const uint8_t* bytes, double n, const char* name) {
-  return guarded([&] {
-    Session& s = session(h);
-    const std::string b = bytes_arg(bytes, n);
-    s.gen.reset();
-    s.trainer->load_adapter(std::vector<uint8_t>(b.begin(), b.end()), name && *name ? name : "adapter");
-    reserve_heap(*s.trainer);
-    return 0;
-  }, -1);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        const std::string b = bytes_arg(bytes, n);
+        s.gen.reset();
+        s.trainer->load_adapter(std::vector<uint8_t>(b.begin(), b.end()), name && *name ? name : "adapter");
+        reserve_heap(*s.trainer);
+        return 0;
+      },
+      -1);
 }
 
 // {"enabled", "rank", "alpha", "targets", "trainable_params", "base_sha256"}
 EMSCRIPTEN_KEEPALIVE const char* ptl_lora_info(int h) {
-  return guarded([&] {
-    Session& s = session(h);
-    const ptl::LoraConfig& c = s.trainer->lora_config();
-    int64_t trainable = 0;
-    if (c.enabled())
-      for (const auto& t : ptl::adapter_tensors(s.trainer->model_config(), c)) {
-        int64_t k = 1;
-        for (auto d : t.shape) k *= d;
-        trainable += k;
-      }
-    json j = {{"enabled", c.enabled()}, {"rank", c.rank}, {"alpha", c.alpha},
-              {"targets", std::vector<std::string>(c.targets.begin(), c.targets.end())},
-              {"trainable_params", trainable}, {"base_sha256", s.trainer->base_sha256()}};
-    g_text = j.dump();
-    return g_text.c_str();
-  }, (const char*)nullptr);
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        const ptl::LoraConfig& c = s.trainer->lora_config();
+        int64_t trainable = 0;
+        if (c.enabled())
+          for (const auto& t : ptl::adapter_tensors(s.trainer->model_config(), c)) {
+            int64_t k = 1;
+            for (auto d : t.shape) k *= d;
+            trainable += k;
+          }
+        json j = {{"enabled", c.enabled()},
+                  {"rank", c.rank},
+                  {"alpha", c.alpha},
+                  {"targets", std::vector<std::string>(c.targets.begin(), c.targets.end())},
+                  {"trainable_params", trainable},
+                  {"base_sha256", s.trainer->base_sha256()}};
+        g_text = j.dump();
+        return g_text.c_str();
+      },
+      (const char*)nullptr);
 }
 
 }  // extern "C"

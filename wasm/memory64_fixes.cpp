@@ -29,7 +29,7 @@ int compare(long double a, long double b, int unordered) {
   if ((aabs | babs) == 0) return 0;  // +0 == -0
   const i128 as = i128(ai), bs = i128(bi);
   if ((as & bs) >= 0) return as < bs ? -1 : as == bs ? 0 : 1;  // at least one is positive
-  return as > bs ? -1 : as == bs ? 0 : 1;                       // both negative
+  return as > bs ? -1 : as == bs ? 0 : 1;                      // both negative
 }
 
 }  // namespace
@@ -54,8 +54,9 @@ int __unordtf2(long double a, long double b) {
 // with memory to spare (found by tests/browser/memory64.slow.mjs in Chromium, where a 64-bit
 // memory may exceed 4 GiB). The same three functions as sbrk.c (so its object is never linked),
 // single-threaded like this build, with a real overflow check instead.
-#include <cerrno>
 #include <emscripten/heap.h>
+
+#include <cerrno>
 
 extern "C" {
 extern size_t __heap_base;

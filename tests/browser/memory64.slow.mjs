@@ -6,12 +6,12 @@
 // Slow (minutes on 2 cores: the memory64 build is scalar and single-threaded, and native writes a
 // 4.5 GB checkpoint), so it is not in the default run: `tests/browser/run.sh --slow`.
 // Needs about 6 GiB free memory for Chromium plus 5 GiB for native (one after the other).
-import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
-import { after, before, test } from "node:test";
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
 
-import { BUILD_DIR, dataFile, openEnginePage, ptl, readMetrics, relDiff, tmpDir } from "./helpers.mjs";
+import { BUILD_DIR, dataFile, openEnginePage, ptl, readMetrics, relDiff, tmpDir } from './helpers.mjs';
 
 // The smallest simple config past 4 GiB of state: 283.7 M parameters (16 bytes each: 4.23 GiB),
 // one sequence of 8 tokens per batch so that the step itself stays cheap.
@@ -21,7 +21,7 @@ const GiB = 2 ** 30;
 
 let ctx;
 before(async () => {
-  const f = path.join(BUILD_DIR, "memory64", "ptl_engine.wasm");
+  const f = path.join(BUILD_DIR, 'memory64', 'ptl_engine.wasm');
   if (!fs.existsSync(f)) throw new Error(`${f} missing: run tests/browser/run.sh --slow (or wasm/build.sh memory64)`);
   ctx = await openEnginePage({ isolated: false }); // Memory64 needs no isolation (single thread)
 });
@@ -38,13 +38,15 @@ test("memory64 in Chromium: one step of a model with more than 4 GiB of state eq
       const { client, build } = await T.startEngine({ variant: choice.variant });
       times.load = performance.now() - t;
       t = performance.now();
-      const info = await client.call("create", { config: { preset: "tiny", model, train: { batch, steps: 1, eval_every: 1000, sample_every: 0 } } });
+      const info = await client.call('create', {
+        config: { preset: 'tiny', model, train: { batch, steps: 1, eval_every: 1000, sample_every: 0 } },
+      });
       times.create = performance.now() - t;
       t = performance.now();
-      await client.call("setCorpus", { corpus: await T.fetchBytes("/data/tinyshakespeare.txt") });
+      await client.call('setCorpus', { corpus: await T.fetchBytes('/data/tinyshakespeare.txt') });
       times.corpus = performance.now() - t;
       t = performance.now();
-      const metrics = await client.call("train", { steps: 1 });
+      const metrics = await client.call('train', { steps: 1 });
       times.train = performance.now() - t;
       const { capabilities, ...rest } = choice;
       return { choice: rest, memory64: capabilities.memory64, build, info, metrics, times };
@@ -52,20 +54,42 @@ test("memory64 in Chromium: one step of a model with more than 4 GiB of state eq
     { model: MODEL, batch: BATCH },
   );
   const wasmS = (Date.now() - t0) / 1000;
-  assert.equal(r.memory64, true, "this Chromium does not validate a 64-bit memory");
-  assert.equal(r.choice.variant, "memory64", r.choice.reason);
+  assert.equal(r.memory64, true, 'this Chromium does not validate a 64-bit memory');
+  assert.equal(r.choice.variant, 'memory64', r.choice.reason);
   assert.equal(r.build.memory64, true);
   assert.ok(r.info.param_count * 16 > 4 * GiB, `state ${(r.info.param_count * 16) / GiB} GiB is not past 4 GiB`);
   const loss = r.metrics[0].loss;
   assert.ok(Number.isFinite(loss), `loss ${loss}`);
 
   const t1 = Date.now();
-  const out = tmpDir("ptl-m64-native-");
+  const out = tmpDir('ptl-m64-native-');
   let native;
   try {
-    ptl(["train", "--preset", "tiny", "--layers", String(MODEL.n_layers), "--d-model", String(MODEL.d_model), "--heads", String(MODEL.n_heads),
-      "--ctx", String(MODEL.ctx), "--batch", String(BATCH), "--steps", "1", "--eval-every", "1000", "--sample-every", "0",
-      "--data", dataFile(), "--out", out]);
+    ptl([
+      'train',
+      '--preset',
+      'tiny',
+      '--layers',
+      String(MODEL.n_layers),
+      '--d-model',
+      String(MODEL.d_model),
+      '--heads',
+      String(MODEL.n_heads),
+      '--ctx',
+      String(MODEL.ctx),
+      '--batch',
+      String(BATCH),
+      '--steps',
+      '1',
+      '--eval-every',
+      '1000',
+      '--sample-every',
+      '0',
+      '--data',
+      dataFile(),
+      '--out',
+      out,
+    ]);
     native = readMetrics(out)[0].train_loss;
   } finally {
     fs.rmSync(out, { recursive: true, force: true });

@@ -22,16 +22,28 @@ int main(int argc, char** argv) {
   double alpha = 8.0, lr = 1e-2;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--preset") preset = v;
-    else if (k == "--steps") steps = std::stoll(v);
-    else if (k == "--data") data = v;
-    else if (k == "--out") out = v;
-    else if (k == "--seed") seed = std::stoull(v);
-    else if (k == "--rank") rank = std::stoi(v);
-    else if (k == "--alpha") alpha = std::stod(v);
-    else if (k == "--targets") targets = v;
-    else if (k == "--lr") lr = std::stod(v);
-    else { std::cerr << "unknown option " << k << "\n"; return 2; }
+    if (k == "--preset")
+      preset = v;
+    else if (k == "--steps")
+      steps = std::stoll(v);
+    else if (k == "--data")
+      data = v;
+    else if (k == "--out")
+      out = v;
+    else if (k == "--seed")
+      seed = std::stoull(v);
+    else if (k == "--rank")
+      rank = std::stoi(v);
+    else if (k == "--alpha")
+      alpha = std::stod(v);
+    else if (k == "--targets")
+      targets = v;
+    else if (k == "--lr")
+      lr = std::stod(v);
+    else {
+      std::cerr << "unknown option " << k << "\n";
+      return 2;
+    }
   }
   if (data.empty() || out.empty()) {
     std::cerr << "usage: ptl_lora_dump --preset NAME --steps N --data FILE --out DIR [--seed S] [--rank R] [--alpha A] "
@@ -54,8 +66,10 @@ int main(int argc, char** argv) {
     trainer->start_finetune(tc);
     const bool sft = data.ends_with(".jsonl");
     std::unique_ptr<SftData> sft_data;
-    if (sft) sft_data = std::make_unique<SftData>(read_sft_file(data), p.model.ctx, 0.0, data);
-    else trainer->set_corpus(read_text_file(data), data);
+    if (sft)
+      sft_data = std::make_unique<SftData>(read_sft_file(data), p.model.ctx, 0.0, data);
+    else
+      trainer->set_corpus(read_text_file(data), data);
     LoraConfig lora;
     lora.rank = rank;
     lora.alpha = alpha;
@@ -74,7 +88,8 @@ int main(int argc, char** argv) {
     Rng rng = trainer->state().data_rng;
     auto dump_grads = [&](const std::string& file) {
       SafeTensors grads;
-      for (const auto& t : adapter_tensors(p.model, lora)) grads.add(t.name, DType::f32, t.shape, trainer->gradient(t.name));
+      for (const auto& t : adapter_tensors(p.model, lora))
+        grads.add(t.name, DType::f32, t.shape, trainer->gradient(t.name));
       write_file_atomic(out + "/" + file, encode_safetensors(grads));
     };
     for (int64_t s = 0; s < steps; ++s) {
@@ -83,13 +98,15 @@ int main(int argc, char** argv) {
       StepResult r = trainer->train_step(b);
       if (s == 0) dump_grads("grads_first.safetensors");
       if (s == steps - 1) dump_grads("grads_last.safetensors");
-      nlohmann::json j = {{"inputs", b.inputs}, {"targets", b.targets}, {"lr", lr_s}, {"loss", r.loss}, {"grad_norm", r.grad_norm}};
+      nlohmann::json j = {
+          {"inputs", b.inputs}, {"targets", b.targets}, {"lr", lr_s}, {"loss", r.loss}, {"grad_norm", r.grad_norm}};
       if (!b.mask.empty()) j["mask"] = b.mask;
       js.push_back(std::move(j));
     }
     write_file_atomic(out + "/adapter_final.tinygpt-lora", trainer->save_adapter());
     std::ofstream(out + "/dump.json") << dump.dump();
-    std::printf("wrote %s (%lld LoRA steps, final loss %.4f)\n", out.c_str(), (long long)steps, js.back()["loss"].get<double>());
+    std::printf("wrote %s (%lld LoRA steps, final loss %.4f)\n", out.c_str(), (long long)steps,
+                js.back()["loss"].get<double>());
   } catch (const std::exception& e) {
     std::cerr << "ptl_lora_dump: " << e.what() << "\n";
     return 1;

@@ -18,12 +18,20 @@ int main(int argc, char** argv) {
   uint64_t seed = 1234;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--preset") preset = v;
-    else if (k == "--steps") steps = std::stoll(v);
-    else if (k == "--data") data = v;
-    else if (k == "--out") out = v;
-    else if (k == "--seed") seed = std::stoull(v);
-    else { std::cerr << "unknown option " << k << "\n"; return 2; }
+    if (k == "--preset")
+      preset = v;
+    else if (k == "--steps")
+      steps = std::stoll(v);
+    else if (k == "--data")
+      data = v;
+    else if (k == "--out")
+      out = v;
+    else if (k == "--seed")
+      seed = std::stoull(v);
+    else {
+      std::cerr << "unknown option " << k << "\n";
+      return 2;
+    }
   }
   if (data.empty() || out.empty()) {
     std::cerr << "usage: ptl_parity_dump --preset NAME --steps N --data FILE --out DIR [--seed S]\n";
@@ -63,15 +71,19 @@ int main(int argc, char** argv) {
         for (const auto& t : parameter_list(p.model)) grads.add(t.name, DType::f32, t.shape, trainer.gradient(t.name));
         write_file_atomic(out + "/grads_step0.tinygpt", encode_safetensors(grads));
       }
-      js.push_back({{"inputs", b.inputs}, {"targets", b.targets}, {"lr", lr}, {"loss", r.loss}, {"grad_norm", r.grad_norm}});
+      js.push_back(
+          {{"inputs", b.inputs}, {"targets", b.targets}, {"lr", lr}, {"loss", r.loss}, {"grad_norm", r.grad_norm}});
     }
     write_file_atomic(out + "/final.tinygpt", trainer.save_checkpoint(false));
     const std::string prompt = "ROMEO:\nWhat say";
     SamplingOptions greedy;
     greedy.temperature = 0;
     auto tokens = trainer.generate(encode(prompt), 200, greedy);
-    dump["greedy"] = {{"prompt", prompt}, {"prompt_tokens", encode(prompt)}, {"max_tokens", 200},
-                      {"tokens", tokens}, {"checkpoint", "final.tinygpt"}};
+    dump["greedy"] = {{"prompt", prompt},
+                      {"prompt_tokens", encode(prompt)},
+                      {"max_tokens", 200},
+                      {"tokens", tokens},
+                      {"checkpoint", "final.tinygpt"}};
     std::ofstream(out + "/dump.json") << dump.dump();
     std::printf("wrote %s (%lld steps, final loss %.4f)\n", out.c_str(), (long long)steps,
                 js.back()["loss"].get<double>());

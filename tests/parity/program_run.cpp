@@ -17,6 +17,8 @@
 //     (their initial value matters for ops with acc<i> = 1); `out` receives every tensor of the
 //     program after one run (ptl::run_program_once, engine/program_run.h, which the WebAssembly
 //     API's ptl_run_program also calls; tensors share no memory, so each keeps its own value).
+#include "engine/program_run.h"
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -27,7 +29,6 @@
 #include "engine/backends/cpu/cpu_backend.h"
 #include "engine/error.h"
 #include "engine/program.h"
-#include "engine/program_run.h"
 #include "engine/safetensors.h"
 
 using namespace ptl;

@@ -5,6 +5,7 @@ the optimizer moments.
 
 Environment: PTL_BUILD_DIR (default <repo>/build), where `ptl` is built.
 """
+
 import os
 import subprocess
 import sys
@@ -47,8 +48,9 @@ def test_a_pytorch_model_imports_and_generates_the_same_text(tmp_path):
         assert torch.equal(state[name], t), name
 
     prompt = b"ROMEO:"
-    ours = ptl("sample", tmp_path / "m.tinygpt", "--prompt", prompt.decode(), "--max-tokens", 60,
-               "--temperature", 0, "--raw")
+    ours = ptl(
+        "sample", tmp_path / "m.tinygpt", "--prompt", prompt.decode(), "--max-tokens", 60, "--temperature", 0, "--raw"
+    )
     theirs = prompt + bytes(generate(model, prompt, 60, temperature=0))
     assert ours == theirs + b"\n"  # ptl ends the output with one newline
 
@@ -56,8 +58,21 @@ def test_a_pytorch_model_imports_and_generates_the_same_text(tmp_path):
 def test_export_leaves_the_optimizer_state_out(tmp_path):
     data = tmp_path / "t.txt"
     data.write_bytes(b"the king and queen of a house shall speak to thee, my lord.\n" * 200)
-    ptl("train", "--preset", "tiny", "--data", data, "--steps", 4, "--eval-every", 2, "--sample-every", 0,
-        "--out", tmp_path / "run")
+    ptl(
+        "train",
+        "--preset",
+        "tiny",
+        "--data",
+        data,
+        "--steps",
+        4,
+        "--eval-every",
+        2,
+        "--sample-every",
+        0,
+        "--out",
+        tmp_path / "run",
+    )
     ptl("export", tmp_path / "run" / "model.tinygpt", "--out", tmp_path / "w.safetensors")
     full, meta_full = load_checkpoint(tmp_path / "run" / "model.tinygpt")
     light, meta = load_checkpoint(tmp_path / "w.safetensors")

@@ -9,6 +9,7 @@ last step and the final adapter. PyTorch (python_ref/lora.py) recomputes all of 
 Two runs: SFT examples (masked loss) on Small with adapters on every projection, and plain text
 (no mask) on Tiny with the default q, v adapters.
 """
+
 import json
 import os
 import random
@@ -33,10 +34,10 @@ BINARY = BUILD / "tests" / "ptl_lora_dump"
 STEPS = 50
 SEED = 4242
 
-LOSS_REL = 1e-4        # every step
-GRAD_REL = 1e-4        # per adapter tensor: max |g_cpp - g_torch| / max |g_torch|
+LOSS_REL = 1e-4  # every step
+GRAD_REL = 1e-4  # per adapter tensor: max |g_cpp - g_torch| / max |g_torch|
 GRAD_NORM_REL = 1e-4
-WEIGHT_ABS = 1e-4      # final adapters
+WEIGHT_ABS = 1e-4  # final adapters
 
 RUNS = {
     "small-sft-all": dict(preset="small", data="sft", targets="all", rank=4, alpha=8.0, lr=1e-2),
@@ -58,8 +59,11 @@ def write_sft_examples(path, n=400, seed=7):
         for i in range(n):
             w = "".join(rng.choice(letters) for _ in range(rng.randint(2, 4)))
             if i % 5 == 0:
-                msgs = [{"role": "system", "content": "rev"}, {"role": "user", "content": w},
-                        {"role": "assistant", "content": w[::-1]}]
+                msgs = [
+                    {"role": "system", "content": "rev"},
+                    {"role": "user", "content": w},
+                    {"role": "assistant", "content": w[::-1]},
+                ]
                 f.write(json.dumps({"messages": msgs}) + "\n")
             else:
                 f.write(json.dumps({"prompt": w, "response": w[::-1]}) + "\n")
@@ -92,10 +96,29 @@ def dump(request, tmp_path_factory):
         data = shakespeare()
         if not data.exists():
             pytest.skip(f"training data missing: {data} (set PTL_DATA_DIR)")
-    cmd = [str(BINARY), "--preset", cfg["preset"], "--steps", str(STEPS), "--data", str(data), "--out", str(out),
-           "--seed", str(SEED), "--rank", str(cfg["rank"]), "--alpha", str(cfg["alpha"]), "--targets", cfg["targets"],
-           "--lr", str(cfg["lr"])]
+    cmd = [
+        str(BINARY),
+        "--preset",
+        cfg["preset"],
+        "--steps",
+        str(STEPS),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--seed",
+        str(SEED),
+        "--rank",
+        str(cfg["rank"]),
+        "--alpha",
+        str(cfg["alpha"]),
+        "--targets",
+        cfg["targets"],
+        "--lr",
+        str(cfg["lr"]),
+    ]
     import subprocess
+
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     with open(out / "dump.json") as f:
@@ -140,11 +163,11 @@ def test_masks_follow_the_chat_template(dump):
     B, T = dump["batch"], dump["ctx"]
     for s in dump["steps"][:10]:
         for r in range(B):
-            inputs = s["inputs"][r * T:(r + 1) * T]
-            targets = s["targets"][r * T:(r + 1) * T]
+            inputs = s["inputs"][r * T : (r + 1) * T]
+            targets = s["targets"][r * T : (r + 1) * T]
             row = bytes([inputs[0]] + targets)  # the packed row of T + 1 bytes
-            want = reply_mask(row)[1:]            # the mask of each target byte
-            assert [int(v) for v in s["mask"][r * T:(r + 1) * T]] == want
+            want = reply_mask(row)[1:]  # the mask of each target byte
+            assert [int(v) for v in s["mask"][r * T : (r + 1) * T]] == want
 
 
 def test_training_steps(dump):
@@ -155,8 +178,14 @@ def test_training_steps(dump):
     assert sum(p.requires_grad for p in model.parameters()) == len(params)
     lc = dump["lora_config"]
     tc = dump["train_config"]
-    optimizer = torch.optim.AdamW(params, lr=tc["lr"], betas=(tc["beta1"], tc["beta2"]), eps=tc["eps"],
-                                  weight_decay=lc.get("weight_decay", 0.0), foreach=False)
+    optimizer = torch.optim.AdamW(
+        params,
+        lr=tc["lr"],
+        betas=(tc["beta1"], tc["beta2"]),
+        eps=tc["eps"],
+        weight_decay=lc.get("weight_decay", 0.0),
+        foreach=False,
+    )
     base_before = {k: v.clone() for k, v in model.state_dict().items() if ".lora_" not in k}
     loss_errs, norm_errs = [], []
     grads = {}
@@ -243,13 +272,19 @@ def test_adapter_rejects_another_base(dump, tmp_path):
     other = TinyGPT.from_checkpoint(str(dump["dir"] / "base.tinygpt"))
     with pytest.raises(ValueError, match="different base"):
         # Any other file stands for another base: its sha256 differs.
-        load_adapter(other, str(dump["dir"] / "adapter_final.tinygpt-lora"),
-                     base_path=str(dump["dir"] / "adapter_init.tinygpt-lora"))
+        load_adapter(
+            other,
+            str(dump["dir"] / "adapter_final.tinygpt-lora"),
+            base_path=str(dump["dir"] / "adapter_init.tinygpt-lora"),
+        )
 
 
 def test_chat_template_matches_the_docs():
-    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "hello"}]
+    msgs = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
     text, mask = render_chat(msgs)
     assert text == b"<|system|>\nBe brief.\n<|user|>\nhi\n<|assistant|>\nhello<|end|>\n"
     assert bytes(b for b, k in zip(text, mask) if k) == b"hello<|end|>\n"

@@ -9,6 +9,7 @@ greedy continuation. Here PyTorch recomputes all of it from the same files and c
 Environment: PTL_BUILD_DIR (default <repo>/build), PTL_DATA_DIR (default <repo>/../shared/data).
 The figures are also written to $PTL_BUILD_DIR/parity_report.json.
 """
+
 import json
 import os
 import struct
@@ -35,9 +36,9 @@ SEED = 1337
 PRESETS = ["tiny", "small"]
 
 # Tolerances (fp32 on both sides; the engine's kernels sum in a different order than PyTorch's).
-LOSS_REL = 1e-5        # step-0 loss, same weights and batch
-LOGITS_ABS = 1e-4      # step-0 logits, max abs difference
-GRAD_REL = 1e-4        # per tensor: max |g_cpp - g_torch| / max |g_torch|
+LOSS_REL = 1e-5  # step-0 loss, same weights and batch
+LOGITS_ABS = 1e-4  # step-0 logits, max abs difference
+GRAD_REL = 1e-4  # per tensor: max |g_cpp - g_torch| / max |g_torch|
 TRAIN_LOSS_REL = 1e-4  # every one of the 50 steps
 GRAD_NORM_REL = 1e-4
 
@@ -76,8 +77,19 @@ def dump(request, tmp_path_factory):
     if not data.exists():
         pytest.skip(f"training data missing: {data} (set PTL_DATA_DIR)")
     out = tmp_path_factory.mktemp(f"parity_{preset}")
-    cmd = [str(BINARY), "--preset", preset, "--steps", str(STEPS), "--data", str(data),
-           "--out", str(out), "--seed", str(SEED)]
+    cmd = [
+        str(BINARY),
+        "--preset",
+        preset,
+        "--steps",
+        str(STEPS),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--seed",
+        str(SEED),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     with open(out / "dump.json") as f:
@@ -105,8 +117,9 @@ def rel(a, b):
 def test_loss_and_logits_at_init(dump):
     model = TinyGPT.from_checkpoint(str(dump["dir"] / "init.tinygpt"))
     mc = dump["model_config"]
-    assert {k: getattr(model.config, k) for k in mc if hasattr(model.config, k)} == \
-        {k: v for k, v in mc.items() if hasattr(model.config, k)}
+    assert {k: getattr(model.config, k) for k in mc if hasattr(model.config, k)} == {
+        k: v for k, v in mc.items() if hasattr(model.config, k)
+    }
     x, y = batch_tensors(dump, 0)
     B, T = x.shape
     with torch.no_grad():
@@ -131,8 +144,9 @@ def test_gradients_at_init(dump):
     loss.backward()
     cpp_grads, _ = load_checkpoint(str(dump["dir"] / "grads_step0.tinygpt"))
     params = dict(model.named_parameters())
-    assert set(cpp_grads) == set(params), \
+    assert set(cpp_grads) == set(params), (
         f"gradient names differ: missing {set(params) - set(cpp_grads)}, extra {set(cpp_grads) - set(params)}"
+    )
 
     # The key bias has an exactly zero gradient: it adds q.b_k to every score of a query row, and
     # softmax ignores a constant shift. Both sides then hold only rounding noise (~1e-12), so a
@@ -161,9 +175,13 @@ def test_training_steps(dump):
     """STEPS AdamW steps from init.tinygpt on the dumped batches with the dumped learning rates."""
     tc = dump["train_config"]
     model = TinyGPT.from_checkpoint(str(dump["dir"] / "init.tinygpt"))
-    optimizer = opt.make_optimizer(model, lr=tc.get("lr", 3e-4),
-                                   betas=(tc.get("beta1", 0.9), tc.get("beta2", 0.95)),
-                                   eps=tc.get("eps", 1e-8), weight_decay=tc.get("weight_decay", 0.1))
+    optimizer = opt.make_optimizer(
+        model,
+        lr=tc.get("lr", 3e-4),
+        betas=(tc.get("beta1", 0.9), tc.get("beta2", 0.95)),
+        eps=tc.get("eps", 1e-8),
+        weight_decay=tc.get("weight_decay", 0.1),
+    )
     clip = tc.get("grad_clip", 1.0)
     steps = dump["steps"]
     assert len(steps) == STEPS
@@ -171,8 +189,9 @@ def test_training_steps(dump):
     # The engine's schedule must equal python_ref's (when the dump says which schedule it ran).
     if "steps" in tc and "lr" in tc:
         for i, s in enumerate(steps):
-            want = opt.lr_at(i, tc["steps"], tc["lr"], tc.get("schedule", "cosine"),
-                             tc.get("warmup", -1), tc.get("min_lr_frac", 0.1))
+            want = opt.lr_at(
+                i, tc["steps"], tc["lr"], tc.get("schedule", "cosine"), tc.get("warmup", -1), tc.get("min_lr_frac", 0.1)
+            )
             assert s["lr"] == pytest.approx(want, rel=1e-6, abs=1e-12), f"lr of step {i}"
 
     loss_errs, norm_errs = [], []
@@ -214,7 +233,7 @@ def test_greedy_decoding(dump):
     gaps = []
     with torch.no_grad():
         for i in range(len(prompt), len(seq)):
-            logits, _ = model(torch.tensor([seq[max(0, i - model.config.ctx):i]]))
+            logits, _ = model(torch.tensor([seq[max(0, i - model.config.ctx) : i]]))
             top2 = torch.topk(logits[0, -1], 2).values
             gaps.append((top2[0] - top2[1]).item())
     record(dump["preset"], "greedy_min_top2_logit_gap", min(gaps))
@@ -227,10 +246,10 @@ def _raw_tensor_bytes(path):
     """name -> the exact bytes of each tensor in a safetensors file, read independently."""
     raw = Path(path).read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
+    header = json.loads(raw[8 : 8 + n])
     meta = header.pop("__metadata__", {})
-    data = raw[8 + n:]
-    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items()}, header, meta, n
+    data = raw[8 + n :]
+    return {k: data[v["data_offsets"][0] : v["data_offsets"][1]] for k, v in header.items()}, header, meta, n
 
 
 def test_checkpoint_round_trip(dump, tmp_path):

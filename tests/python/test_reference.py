@@ -1,4 +1,5 @@
 """Self-checks of python_ref that need no C++ build."""
+
 import math
 import os
 import struct
@@ -10,15 +11,27 @@ import torch
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from python_ref.checkpoint import (join_state, load_checkpoint, make_metadata, save_checkpoint,  # noqa: E402
-                                   split_state)
+from python_ref.checkpoint import (
+    join_state,
+    load_checkpoint,
+    make_metadata,
+    save_checkpoint,  # noqa: E402
+    split_state,
+)
 from python_ref.model import PRESETS, GPTConfig, TinyGPT, param_count, preset_config  # noqa: E402
 from python_ref import optim as opt  # noqa: E402
 from python_ref.sample import filter_logits, generate  # noqa: E402
 
 SPEC_PARAMS = {
-    "tiny": 70_464, "small": 366_432, "medium": 838_400, "large": 2_743_296, "xl": 6_416_896,
-    "huge": 9_608_704, "massive": 25_039_872, "mega": 25_138_176, "behemoth": 473_244_160,
+    "tiny": 70_464,
+    "small": 366_432,
+    "medium": 838_400,
+    "large": 2_743_296,
+    "xl": 6_416_896,
+    "huge": 9_608_704,
+    "massive": 25_039_872,
+    "mega": 25_138_176,
+    "behemoth": 473_244_160,
 }
 
 
@@ -38,8 +51,7 @@ def test_state_dict_names_are_the_spec_names():
     cfg, _ = preset_config("tiny")
     sd = TinyGPT(cfg).state_dict()
     d, L = cfg.d_model, cfg.n_layers
-    expected = {"tok_emb.weight": [256, d], "pos_emb.weight": [cfg.ctx, d],
-                "ln_f.weight": [d], "ln_f.bias": [d]}
+    expected = {"tok_emb.weight": [256, d], "pos_emb.weight": [cfg.ctx, d], "ln_f.weight": [d], "ln_f.bias": [d]}
     for i in range(L):
         p = f"blocks.{i}."
         for ln in ("ln1", "ln2"):
@@ -70,8 +82,9 @@ def test_checkpoint_round_trip_and_layout(tmp_path):
     weights = model.state_dict()
     m = {k: torch.randn_like(v) for k, v in weights.items()}
     v = {k: torch.rand_like(t) for k, t in weights.items()}
-    meta = make_metadata(cfg.to_dict(), train_config={"lr": 3e-4}, train_state={"step": 7},
-                         loss_history=[{"step": 7, "train_loss": 5.0}])
+    meta = make_metadata(
+        cfg.to_dict(), train_config={"lr": 3e-4}, train_state={"step": 7}, loss_history=[{"step": 7, "train_loss": 5.0}]
+    )
     extra = {"ids": torch.arange(5, dtype=torch.int32)}
     path = tmp_path / "a.tinygpt"
     save_checkpoint(str(path), {**join_state(weights, m, v), **extra}, meta)
@@ -79,7 +92,7 @@ def test_checkpoint_round_trip_and_layout(tmp_path):
     raw = path.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
     assert (8 + n) % 8 == 0
-    header = json.loads(raw[8:8 + n])
+    header = json.loads(raw[8 : 8 + n])
     assert header["__metadata__"]["format"] == "tinygpt"
     assert json.loads(header["__metadata__"]["model_config"]) == cfg.to_dict()
 

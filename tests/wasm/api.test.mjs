@@ -1,14 +1,25 @@
 // The TypeScript layer: build selection, the memory estimate, the worker protocol, and the
 // smaller C API paths (info, update of the schedule, validation, multiple trainers).
-import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
-import { after, before, test } from "node:test";
-import { Worker } from "node:worker_threads";
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { Worker } from 'node:worker_threads';
 
 import {
-  BUILD_DIR, Engine, EngineClient, EngineError, ROOT, VARIANT, dataFile, detectCapabilities, estimateStateBytes, load, ptl, selectBuild,
-} from "./helpers.mjs";
+  BUILD_DIR,
+  Engine,
+  EngineClient,
+  EngineError,
+  ROOT,
+  VARIANT,
+  dataFile,
+  detectCapabilities,
+  estimateStateBytes,
+  load,
+  ptl,
+  selectBuild,
+} from './helpers.mjs';
 
 let module;
 before(async () => {
@@ -16,43 +27,50 @@ before(async () => {
 });
 after(() => module?.terminate());
 
-const base = { simd: true, threads: true, memory64: true, crossOriginIsolated: true, node: false, hardwareConcurrency: 8 };
+const base = {
+  simd: true,
+  threads: true,
+  memory64: true,
+  crossOriginIsolated: true,
+  node: false,
+  hardwareConcurrency: 8,
+};
 const small = { n_layers: 3, d_model: 96, n_heads: 3, ctx: 64 };
 const behemoth = { n_layers: 24, d_model: 1280, n_heads: 20, ctx: 512 };
 
-test("selectBuild: SIMD, threads only when cross-origin isolated, Memory64 only for > 2 GiB", () => {
-  assert.equal(selectBuild({ model: small, batch: 16 }, base).variant, "simd-threads");
+test('selectBuild: SIMD, threads only when cross-origin isolated, Memory64 only for > 2 GiB', () => {
+  assert.equal(selectBuild({ model: small, batch: 16 }, base).variant, 'simd-threads');
   assert.equal(selectBuild({ model: small, batch: 16 }, base).threads, 8);
   const noCoi = selectBuild({ model: small }, { ...base, threads: false, crossOriginIsolated: false });
-  assert.equal(noCoi.variant, "simd");
+  assert.equal(noCoi.variant, 'simd');
   assert.match(noCoi.reason, /cross-origin isolated/);
   assert.equal(noCoi.threads, 1);
   const noSimd = selectBuild({ model: small }, { ...base, simd: false, threads: false });
-  assert.equal(noSimd.variant, "scalar");
+  assert.equal(noSimd.variant, 'scalar');
   assert.match(noSimd.reason, /SIMD/);
   const big = selectBuild({ model: behemoth, batch: 1 }, base);
-  assert.equal(big.variant, "memory64");
+  assert.equal(big.variant, 'memory64');
   assert.ok(big.stateBytes > 2 * 1024 ** 3);
   const big32 = selectBuild({ model: behemoth, batch: 1 }, { ...base, memory64: false });
-  assert.equal(big32.variant, "simd-threads");
+  assert.equal(big32.variant, 'simd-threads');
   assert.match(big32.reason, /Memory64 is not supported here.*may not fit/);
-  assert.equal(selectBuild({ model: small }, base).variant, "simd-threads", "small models never pick Memory64");
-  assert.equal(selectBuild({ stateBytes: 3 * 1024 ** 3, available: ["simd"] }, base).variant, "simd");
+  assert.equal(selectBuild({ model: small }, base).variant, 'simd-threads', 'small models never pick Memory64');
+  assert.equal(selectBuild({ stateBytes: 3 * 1024 ** 3, available: ['simd'] }, base).variant, 'simd');
 });
 
-test("detectCapabilities in Node: SIMD and threads; the choice for Small is simd-threads", () => {
+test('detectCapabilities in Node: SIMD and threads; the choice for Small is simd-threads', () => {
   const caps = detectCapabilities();
   assert.equal(caps.node, true);
   assert.equal(caps.simd, true);
   assert.equal(caps.threads, true);
   const choice = selectBuild({ model: small, batch: 16 });
   console.log(`# ${choice.variant}: ${choice.reason}`);
-  assert.equal(choice.variant, "simd-threads");
+  assert.equal(choice.variant, 'simd-threads');
 });
 
 test("estimateStateBytes covers native ptl's training-memory count for every preset", () => {
-  for (const preset of ["tiny", "small", "medium", "large", "xl", "huge", "massive", "mega", "behemoth"]) {
-    const info = JSON.parse(ptl(["info", "--preset", preset, "--json"]));
+  for (const preset of ['tiny', 'small', 'medium', 'large', 'xl', 'huge', 'massive', 'mega', 'behemoth']) {
+    const info = JSON.parse(ptl(['info', '--preset', preset, '--json']));
     const est = estimateStateBytes(info.model_config, info.training_memory.batch);
     const need = info.training_memory.total_bytes;
     assert.ok(est >= need, `${preset}: estimate ${est} < native ${need}`);
@@ -62,18 +80,22 @@ test("estimateStateBytes covers native ptl's training-memory count for every pre
 
 test(`${VARIANT}: build info, info, schedule updates, validation, two trainers in one module`, async () => {
   assert.equal(module.build.variant, VARIANT);
-  assert.equal(module.build.simd, VARIANT === "simd" || VARIANT === "simd-threads");
-  assert.equal(module.build.threads, VARIANT === "simd-threads");
-  assert.equal(module.build.memory64, VARIANT === "memory64");
-  const a = await Engine.create({ preset: "tiny", train: { steps: 10, seed: 3 } }, module);
-  const b = await Engine.create({ preset: "tiny", train: { steps: 10, seed: 3 } }, module);
+  assert.equal(module.build.simd, VARIANT === 'simd' || VARIANT === 'simd-threads');
+  assert.equal(module.build.threads, VARIANT === 'simd-threads');
+  assert.equal(module.build.memory64, VARIANT === 'memory64');
+  const a = await Engine.create({ preset: 'tiny', train: { steps: 10, seed: 3 } }, module);
+  const b = await Engine.create({ preset: 'tiny', train: { steps: 10, seed: 3 } }, module);
   try {
     const text = fs.readFileSync(dataFile()).subarray(0, 100000);
     await a.setCorpus(text);
     await b.setCorpus(text);
     const ma = await a.train(3);
     const mb = await b.train(3);
-    assert.deepEqual(ma.map((m) => m.loss), mb.map((m) => m.loss), "same seed, same losses");
+    assert.deepEqual(
+      ma.map((m) => m.loss),
+      mb.map((m) => m.loss),
+      'same seed, same losses',
+    );
     await a.updateTrainConfig({ steps: 20, lr: 1e-3 });
     const info = await a.info();
     assert.equal(info.train.steps, 20);
@@ -90,35 +112,43 @@ test(`${VARIANT}: build info, info, schedule updates, validation, two trainers i
 });
 
 test(`${VARIANT}: profile gives the per-op time of the steps trained while it is on`, async () => {
-  const e = await Engine.create({ preset: "tiny", train: { steps: 10 } }, module);
+  const e = await Engine.create({ preset: 'tiny', train: { steps: 10 } }, module);
   try {
     await e.setCorpus(fs.readFileSync(dataFile()).subarray(0, 100000));
     await e.train(1);
-    assert.deepEqual(await e.profile(true), {}, "nothing recorded before profiling starts");
+    assert.deepEqual(await e.profile(true), {}, 'nothing recorded before profiling starts');
     const m = await e.train(2);
     const ops = await e.profile(false);
-    for (const op of ["linear", "linear_backward", "attention", "attention_backward", "layernorm", "cross_entropy", "adamw"])
+    for (const op of [
+      'linear',
+      'linear_backward',
+      'attention',
+      'attention_backward',
+      'layernorm',
+      'cross_entropy',
+      'adamw',
+    ])
       assert.ok(ops[op] > 0, `${op} timed`);
     const total = Object.values(ops).reduce((a, b) => a + b, 0);
     const steps = m.reduce((a, x) => a + x.seconds, 0);
     assert.ok(total > 0.3 * steps && total <= steps * 1.05, `ops ${total} s within the steps' ${steps} s`);
     await e.train(1);
-    assert.deepEqual(await e.profile(false), ops, "off: nothing more recorded");
+    assert.deepEqual(await e.profile(false), ops, 'off: nothing more recorded');
   } finally {
     e.dispose();
   }
 });
 
 test(`${VARIANT}: the heap is reserved when a model is created and does not grow while training`, async () => {
-  for (const preset of ["small", "medium"]) {
+  for (const preset of ['small', 'medium']) {
     const e = await Engine.create({ preset }, module);
     try {
       await e.setCorpus(fs.readFileSync(dataFile()).subarray(0, 200000));
       const reserved = module.heapBytes();
       await e.train(2);
       await e.validationLoss();
-      await e.generate("x", { maxTokens: 5 });
-      await e.generate("x", { maxTokens: 5, mode: "polling" });
+      await e.generate('x', { maxTokens: 5 });
+      await e.generate('x', { maxTokens: 5, mode: 'polling' });
       assert.equal(module.heapBytes(), reserved, `${preset}: the heap grew after create`);
     } finally {
       e.dispose();
@@ -127,34 +157,42 @@ test(`${VARIANT}: the heap is reserved when a model is created and does not grow
 });
 
 test(`${VARIANT}: the engine in a worker (serveEngine / EngineClient protocol)`, async () => {
-  const w = new Worker(path.join(ROOT, "tests", "wasm", "worker-host.mjs"));
-  const port = { postMessage: (m, t) => w.postMessage(m, t), addEventListener: (_type, l) => w.on("message", (data) => l({ data })) };
+  const w = new Worker(path.join(ROOT, 'tests', 'wasm', 'worker-host.mjs'));
+  const port = {
+    postMessage: (m, t) => w.postMessage(m, t),
+    addEventListener: (_type, l) => w.on('message', (data) => l({ data })),
+  };
   const client = new EngineClient(port);
   try {
-    const build = await client.call("load", { buildDir: BUILD_DIR, variant: VARIANT });
+    const build = await client.call('load', { buildDir: BUILD_DIR, variant: VARIANT });
     assert.equal(build.variant, VARIANT);
-    await assert.rejects(client.call("train", { steps: 1 }), (e) => e instanceof EngineError && /no model/.test(e.message));
-    const info = await client.call("create", { config: { preset: "tiny", train: { steps: 10 } } });
+    await assert.rejects(
+      client.call('train', { steps: 1 }),
+      (e) => e instanceof EngineError && /no model/.test(e.message),
+    );
+    const info = await client.call('create', { config: { preset: 'tiny', train: { steps: 10 } } });
     assert.equal(info.model.d_model, 48);
-    await assert.rejects(client.call("setCorpus", { corpus: "short" }), /corpus too small/);
-    await client.call("setCorpus", { corpus: fs.readFileSync(dataFile()).subarray(0, 50000) });
+    await assert.rejects(client.call('setCorpus', { corpus: 'short' }), /corpus too small/);
+    await client.call('setCorpus', { corpus: fs.readFileSync(dataFile()).subarray(0, 50000) });
     const progress = [];
-    const metrics = await client.call("train", { steps: 4 }, (ev) => progress.push(ev.data.done));
+    const metrics = await client.call('train', { steps: 4 }, (ev) => progress.push(ev.data.done));
     assert.deepEqual(progress, [1, 2, 3, 4]);
     assert.equal(metrics.length, 4);
     const tokens = [];
-    const gen = await client.call("generate", { prompt: "Hi", maxTokens: 10, temperature: 0 }, (ev) => tokens.push(ev.data.token));
+    const gen = await client.call('generate', { prompt: 'Hi', maxTokens: 10, temperature: 0 }, (ev) =>
+      tokens.push(ev.data.token),
+    );
     assert.deepEqual(tokens, [...gen.tokens]);
-    const ckpt = await client.call("exportCheckpoint", {});
+    const ckpt = await client.call('exportCheckpoint', {});
     assert.ok(ckpt instanceof Uint8Array && ckpt.length > 1000);
     // abort: a long training call stops at its next step
-    const long = client.call("train", { steps: 10000 });
+    const long = client.call('train', { steps: 10000 });
     await new Promise((r) => setTimeout(r, 200));
-    await client.call("abort", {});
+    await client.call('abort', {});
     await assert.rejects(long, /aborted/);
-    const after = await client.call("importCheckpoint", { bytes: ckpt });
+    const after = await client.call('importCheckpoint', { bytes: ckpt });
     assert.equal(after.step, 4);
-    await client.call("dispose", {});
+    await client.call('dispose', {});
   } finally {
     await w.terminate();
   }

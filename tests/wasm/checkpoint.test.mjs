@@ -1,17 +1,17 @@
 // Checkpoints cross between native `ptl` and the WebAssembly engine in both directions.
-import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
-import { after, before, test } from "node:test";
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
 
-import { Engine, dataFile, load, nativeSmallRun, parseSafetensors, ptl, relDiff, tmpDir, VARIANT } from "./helpers.mjs";
+import { Engine, dataFile, load, nativeSmallRun, parseSafetensors, ptl, relDiff, tmpDir, VARIANT } from './helpers.mjs';
 
 let module, dir, shortText;
 before(async () => {
   module = await load();
   dir = tmpDir();
   // A short text for `ptl eval --data` (the whole corpus would take a while window by window).
-  shortText = path.join(dir, "short.txt");
+  shortText = path.join(dir, 'short.txt');
   fs.writeFileSync(shortText, fs.readFileSync(dataFile()).subarray(0, 20000));
 });
 after(() => {
@@ -20,14 +20,14 @@ after(() => {
 });
 
 test(`${VARIANT}: a checkpoint written by wasm loads in native ptl (info, eval)`, async () => {
-  const engine = await Engine.create({ preset: "tiny", train: { steps: 20, seed: 7 } }, module);
+  const engine = await Engine.create({ preset: 'tiny', train: { steps: 20, seed: 7 } }, module);
   try {
     await engine.setCorpus(fs.readFileSync(dataFile()));
     await engine.train(5);
     await engine.validationLoss();
-    const file = path.join(dir, "wasm.tinygpt");
+    const file = path.join(dir, 'wasm.tinygpt');
     fs.writeFileSync(file, await engine.exportCheckpoint());
-    const info = JSON.parse(ptl(["info", file, "--json"]));
+    const info = JSON.parse(ptl(['info', file, '--json']));
     assert.equal(info.step, 5);
     assert.equal(info.has_optimizer_state, true);
     assert.deepEqual(info.model_config, { vocab_size: 256, n_layers: 2, d_model: 48, n_heads: 3, ctx: 32 });
@@ -35,17 +35,19 @@ test(`${VARIANT}: a checkpoint written by wasm loads in native ptl (info, eval)`
     assert.equal(info.last_loss.step, 5);
     assert.ok(info.last_loss.val_loss > 0);
 
-    const native = JSON.parse(ptl(["eval", file, "--data", shortText, "--json"]));
+    const native = JSON.parse(ptl(['eval', file, '--data', shortText, '--json']));
     const wasm = await engine.evaluate(fs.readFileSync(shortText));
     const d = relDiff(wasm.loss, native.loss);
-    console.log(`# eval of a wasm checkpoint: wasm ${wasm.loss} native ${native.loss} (relative difference ${d.toExponential(2)})`);
+    console.log(
+      `# eval of a wasm checkpoint: wasm ${wasm.loss} native ${native.loss} (relative difference ${d.toExponential(2)})`,
+    );
     assert.ok(d < 1e-5, `evaluate: wasm ${wasm.loss} vs native ${native.loss}`);
     assert.equal(wasm.tokens, native.tokens);
 
     // Weights only: a valid checkpoint without optimizer moments.
-    const wfile = path.join(dir, "weights.tinygpt");
+    const wfile = path.join(dir, 'weights.tinygpt');
     fs.writeFileSync(wfile, await engine.exportWeights());
-    const winfo = JSON.parse(ptl(["info", wfile, "--json"]));
+    const winfo = JSON.parse(ptl(['info', wfile, '--json']));
     assert.equal(winfo.has_optimizer_state, false);
   } finally {
     engine.dispose();
@@ -53,7 +55,7 @@ test(`${VARIANT}: a checkpoint written by wasm loads in native ptl (info, eval)`
 });
 
 test(`${VARIANT}: a native checkpoint loads in wasm, tensors byte-identical on export`, async () => {
-  const nativeFile = path.join(nativeSmallRun(), "model.tinygpt");
+  const nativeFile = path.join(nativeSmallRun(), 'model.tinygpt');
   const nativeBytes = new Uint8Array(fs.readFileSync(nativeFile));
   const engine = await Engine.fromCheckpoint(nativeBytes, module, nativeFile);
   try {
@@ -75,7 +77,7 @@ test(`${VARIANT}: a native checkpoint loads in wasm, tensors byte-identical on e
     console.log(`# ${a.tensors.size} tensors, ${bytes} bytes identical after native -> wasm -> export`);
 
     // And it computes the same thing: evaluation of the same text.
-    const native = JSON.parse(ptl(["eval", nativeFile, "--data", shortText, "--json"]));
+    const native = JSON.parse(ptl(['eval', nativeFile, '--data', shortText, '--json']));
     const wasm = await engine.evaluate(fs.readFileSync(shortText));
     assert.ok(relDiff(wasm.loss, native.loss) < 1e-5, `evaluate: wasm ${wasm.loss} vs native ${native.loss}`);
   } finally {
@@ -84,20 +86,21 @@ test(`${VARIANT}: a native checkpoint loads in wasm, tensors byte-identical on e
 });
 
 test(`${VARIANT}: importCheckpoint replaces a trainer's state; exportProgram gives the training program`, async () => {
-  const engine = await Engine.create({ preset: "tiny" }, module);
+  const engine = await Engine.create({ preset: 'tiny' }, module);
   try {
-    const nativeFile = path.join(nativeSmallRun(), "model.tinygpt");
+    const nativeFile = path.join(nativeSmallRun(), 'model.tinygpt');
     await engine.importCheckpoint(new Uint8Array(fs.readFileSync(nativeFile)));
     const info = await engine.info();
     assert.equal(info.model.d_model, 96);
     assert.equal(info.step, 50);
-    const prog = await engine.exportProgram("train");
-    assert.equal(prog.name, "train");
+    const prog = await engine.exportProgram('train');
+    assert.equal(prog.name, 'train');
     assert.ok(Array.isArray(prog.tensors) && prog.tensors.length > 0);
     assert.ok(Array.isArray(prog.ops) && prog.ops.length > 0);
     const kinds = new Set(prog.ops.map((o) => o.op));
-    for (const k of ["embedding", "attention", "cross_entropy", "adamw"]) assert.ok(kinds.has(k), `train program lacks ${k}: ${[...kinds]}`);
-    for (const which of ["eval", "forward", "generate"]) assert.equal((await engine.exportProgram(which)).name, which);
+    for (const k of ['embedding', 'attention', 'cross_entropy', 'adamw'])
+      assert.ok(kinds.has(k), `train program lacks ${k}: ${[...kinds]}`);
+    for (const which of ['eval', 'forward', 'generate']) assert.equal((await engine.exportProgram(which)).name, which);
   } finally {
     engine.dispose();
   }

@@ -2,10 +2,10 @@
 // startFinetune with LoRA, SFT data whose batches carry the loss mask (nextBatch) and whose
 // train program has the "loss_mask" input, adapters out and back in (and refused on another
 // base), and the same errors as native for bad JSONL.
-import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
 
-import { Engine, EngineError, load, VARIANT } from "./helpers.mjs";
+import { Engine, EngineError, load, VARIANT } from './helpers.mjs';
 
 let module;
 before(async () => {
@@ -13,52 +13,61 @@ before(async () => {
 });
 after(() => module?.terminate());
 
-const jsonl = Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `word ${i}:`, response: ` ${String(i).split("").reverse().join("")}` })).join("\n") + "\n";
+const jsonl =
+  Array.from({ length: 40 }, (_, i) =>
+    JSON.stringify({ prompt: `word ${i}:`, response: ` ${String(i).split('').reverse().join('')}` }),
+  ).join('\n') + '\n';
 
 test(`${VARIANT}: LoRA on SFT data: masked batches, the LoRA train program, adapters round-trip`, async () => {
-  const base = await Engine.create({ preset: "small", train: { steps: 5, seed: 3 } }, module);
+  const base = await Engine.create({ preset: 'small', train: { steps: 5, seed: 3 } }, module);
   const weights = await base.exportCheckpoint({ optimizer: false });
   base.dispose();
-  const tuned = await Engine.fromCheckpoint(weights, module, "base.tinygpt");
-  const other = await Engine.create({ preset: "small", train: { steps: 5, seed: 9 } }, module);
+  const tuned = await Engine.fromCheckpoint(weights, module, 'base.tinygpt');
+  const other = await Engine.create({ preset: 'small', train: { steps: 5, seed: 9 } }, module);
   try {
-    await tuned.setSftData(jsonl, "task.jsonl");
-    await tuned.startFinetune({ steps: 20, lr: 3e-3, lora: { rank: 2, alpha: 4, targets: ["q", "v"] } });
+    await tuned.setSftData(jsonl, 'task.jsonl');
+    await tuned.startFinetune({ steps: 20, lr: 3e-3, lora: { rank: 2, alpha: 4, targets: ['q', 'v'] } });
     const info = await tuned.loraInfo();
     assert.equal(info.enabled, true);
     assert.equal(info.rank, 2);
-    assert.deepEqual(info.targets, ["q", "v"]);
+    assert.deepEqual(info.targets, ['q', 'v']);
     assert.equal(info.trainable_params, 3 * 2 * 2 * (96 + 96)); // layers x {q,v} x r x (in + out)
 
-    const program = await tuned.exportProgram("train");
+    const program = await tuned.exportProgram('train');
     const names = program.tensors.map((t) => t.name);
-    assert.ok(names.includes("loss_mask"), "the SFT train program has the loss mask input");
-    assert.ok(names.some((n) => n.endsWith(".lora_A")), "and the adapters");
+    assert.ok(names.includes('loss_mask'), 'the SFT train program has the loss mask input');
+    assert.ok(
+      names.some((n) => n.endsWith('.lora_A')),
+      'and the adapters',
+    );
 
     const b = await tuned.nextBatch();
-    assert.ok(b.mask instanceof Float32Array, "SFT batches carry their mask");
+    assert.ok(b.mask instanceof Float32Array, 'SFT batches carry their mask');
     assert.equal(b.mask.length, b.tokens.length);
     const ones = b.mask.filter((x) => x === 1).length;
-    assert.ok(ones > 0 && ones < b.mask.length, "only response bytes count");
+    assert.ok(ones > 0 && ones < b.mask.length, 'only response bytes count');
     assert.ok(b.mask.every((x) => x === 0 || x === 1));
 
     const metrics = await tuned.train(19);
     assert.ok(metrics.every((m) => Number.isFinite(m.loss)));
     const adapter = await tuned.exportAdapter();
     // Back onto the same base: the same generations.
-    const again = await Engine.fromCheckpoint(weights, module, "base.tinygpt");
+    const again = await Engine.fromCheckpoint(weights, module, 'base.tinygpt');
     try {
-      await again.loadAdapter(adapter, "adapter.tinygpt-lora");
-      const g1 = await tuned.generate("word 7:", { maxTokens: 12, temperature: 0 });
-      const g2 = await again.generate("word 7:", { maxTokens: 12, temperature: 0 });
+      await again.loadAdapter(adapter, 'adapter.tinygpt-lora');
+      const g1 = await tuned.generate('word 7:', { maxTokens: 12, temperature: 0 });
+      const g2 = await again.generate('word 7:', { maxTokens: 12, temperature: 0 });
       assert.equal(g2.text, g1.text);
     } finally {
       again.dispose();
     }
     // Onto another base: refused, and that model still works.
-    await assert.rejects(other.loadAdapter(adapter, "adapter.tinygpt-lora"), (e) => e instanceof EngineError && /base/.test(e.message));
+    await assert.rejects(
+      other.loadAdapter(adapter, 'adapter.tinygpt-lora'),
+      (e) => e instanceof EngineError && /base/.test(e.message),
+    );
     assert.equal((await other.loraInfo()).enabled, false);
-    await other.generate("x", { maxTokens: 2 });
+    await other.generate('x', { maxTokens: 2 });
   } finally {
     tuned.dispose();
     other.dispose();
@@ -66,12 +75,24 @@ test(`${VARIANT}: LoRA on SFT data: masked batches, the LoRA train program, adap
 });
 
 test(`${VARIANT}: bad fine-tuning input names the problem and changes nothing`, async () => {
-  const e = await Engine.create({ preset: "tiny", train: { steps: 5 } }, module);
+  const e = await Engine.create({ preset: 'tiny', train: { steps: 5 } }, module);
   try {
-    await assert.rejects(e.setSftData('{"prompt": "a", "response": "b"}\n{"prompt": "c",\n', "bad.jsonl"), (err) => err instanceof EngineError && /bad\.jsonl.*line 2/.test(err.message));
-    await assert.rejects(e.startFinetune({ steps: 5, lora: { rank: 100, alpha: 8, targets: ["q"] } }), (err) => err instanceof EngineError && /rank/.test(err.message));
-    await assert.rejects(e.startFinetune({ steps: 5, lora: { rank: 2, alpha: 8, targets: ["qq"] } }), (err) => err instanceof EngineError && /qq/.test(err.message));
-    await assert.rejects(e.exportAdapter(), (err) => err instanceof EngineError && /no LoRA adapters/.test(err.message));
+    await assert.rejects(
+      e.setSftData('{"prompt": "a", "response": "b"}\n{"prompt": "c",\n', 'bad.jsonl'),
+      (err) => err instanceof EngineError && /bad\.jsonl.*line 2/.test(err.message),
+    );
+    await assert.rejects(
+      e.startFinetune({ steps: 5, lora: { rank: 100, alpha: 8, targets: ['q'] } }),
+      (err) => err instanceof EngineError && /rank/.test(err.message),
+    );
+    await assert.rejects(
+      e.startFinetune({ steps: 5, lora: { rank: 2, alpha: 8, targets: ['qq'] } }),
+      (err) => err instanceof EngineError && /qq/.test(err.message),
+    );
+    await assert.rejects(
+      e.exportAdapter(),
+      (err) => err instanceof EngineError && /no LoRA adapters/.test(err.message),
+    );
     assert.equal((await e.loraInfo()).enabled, false);
   } finally {
     e.dispose();

@@ -1,43 +1,58 @@
 // Shared by the WebAssembly tests (node --test tests/wasm/). Paths, the native `ptl` runs the
 // tests compare against, and loading the engine through the TypeScript API (web/engine/dist).
-import { execFileSync } from "node:child_process";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-export const BUILD_DIR = process.env.PTL_WASM_BUILD_DIR ?? path.join(ROOT, "build-wasm");
-export const VARIANT = process.env.PTL_WASM_VARIANT ?? "simd-threads";
-export const NATIVE_PTL = process.env.PTL_NATIVE_BIN ?? path.join(BUILD_DIR, "native", "ptl");
-export const FIXTURES = process.env.PTL_WASM_FIXTURES ?? path.join(BUILD_DIR, "test-fixtures");
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const BUILD_DIR = process.env.PTL_WASM_BUILD_DIR ?? path.join(ROOT, 'build-wasm');
+export const VARIANT = process.env.PTL_WASM_VARIANT ?? 'simd-threads';
+export const NATIVE_PTL = process.env.PTL_NATIVE_BIN ?? path.join(BUILD_DIR, 'native', 'ptl');
+export const FIXTURES = process.env.PTL_WASM_FIXTURES ?? path.join(BUILD_DIR, 'test-fixtures');
 
-const api = await import(path.join(ROOT, "web", "engine", "dist", "index.js"));
-export const { Engine, EngineError, loadModule, LoadedModule, selectBuild, detectCapabilities, estimateStateBytes, serveEngine, EngineClient } = api;
+const api = await import(path.join(ROOT, 'web', 'engine', 'dist', 'index.js'));
+export const {
+  Engine,
+  EngineError,
+  loadModule,
+  LoadedModule,
+  selectBuild,
+  detectCapabilities,
+  estimateStateBytes,
+  serveEngine,
+  EngineClient,
+} = api;
 
 export function dataFile() {
   const candidates = [];
-  if (process.env.PTL_DATA_DIR) candidates.push(path.join(process.env.PTL_DATA_DIR, "tinyshakespeare.txt"));
-  candidates.push(path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"));
+  if (process.env.PTL_DATA_DIR) candidates.push(path.join(process.env.PTL_DATA_DIR, 'tinyshakespeare.txt'));
+  candidates.push(path.join(ROOT, '..', 'shared', 'data', 'tinyshakespeare.txt'));
   for (const c of candidates) if (fs.existsSync(c)) return c;
-  throw new Error(`TinyShakespeare not found (tried ${candidates.join(", ")}): set PTL_DATA_DIR`);
+  throw new Error(`TinyShakespeare not found (tried ${candidates.join(', ')}): set PTL_DATA_DIR`);
 }
 
 export function ptl(args, options = {}) {
-  return execFileSync(NATIVE_PTL, args, { encoding: options.encoding ?? "utf8", maxBuffer: 1 << 28, stdio: ["ignore", "pipe", "pipe"], ...options });
+  return execFileSync(NATIVE_PTL, args, {
+    encoding: options.encoding ?? 'utf8',
+    maxBuffer: 1 << 28,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...options,
+  });
 }
 
 // A native training run, once per fixture folder (shared by the test files; made atomically).
 export function nativeRun(name, args) {
   const dir = path.join(FIXTURES, name);
-  if (fs.existsSync(path.join(dir, "model.tinygpt"))) return dir;
+  if (fs.existsSync(path.join(dir, 'model.tinygpt'))) return dir;
   fs.mkdirSync(FIXTURES, { recursive: true });
   const tmp = fs.mkdtempSync(path.join(FIXTURES, `${name}.tmp-`));
-  ptl(["train", ...args, "--out", tmp]);
+  ptl(['train', ...args, '--out', tmp]);
   try {
     fs.renameSync(tmp, dir);
   } catch (e) {
-    if (!fs.existsSync(path.join(dir, "model.tinygpt"))) throw e; // another test file won the race
+    if (!fs.existsSync(path.join(dir, 'model.tinygpt'))) throw e; // another test file won the race
     fs.rmSync(tmp, { recursive: true, force: true });
   }
   return dir;
@@ -46,14 +61,29 @@ export function nativeRun(name, args) {
 // The reference run of the parity test: Small, 50 steps, seed 1337, batch 16, lr 3e-4, cosine.
 export const SMALL_STEPS = 50;
 export function nativeSmallRun() {
-  return nativeRun("small-50", ["--preset", "small", "--steps", String(SMALL_STEPS), "--data", dataFile(), "--eval-every", "1000", "--sample-every", "0"]);
+  return nativeRun('small-50', [
+    '--preset',
+    'small',
+    '--steps',
+    String(SMALL_STEPS),
+    '--data',
+    dataFile(),
+    '--eval-every',
+    '1000',
+    '--sample-every',
+    '0',
+  ]);
 }
 
 export function readMetrics(dir) {
-  return fs.readFileSync(path.join(dir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  return fs
+    .readFileSync(path.join(dir, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
 }
 
-export function tmpDir(prefix = "ptl-wasm-") {
+export function tmpDir(prefix = 'ptl-wasm-') {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
@@ -66,11 +96,11 @@ export async function load(variant = VARIANT, options = {}) {
 export function parseSafetensors(bytes) {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const n = Number(buf.readBigUInt64LE(0));
-  const header = JSON.parse(buf.subarray(8, 8 + n).toString("utf8"));
+  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
   const base = 8 + n;
   const tensors = new Map();
   for (const [name, info] of Object.entries(header)) {
-    if (name === "__metadata__") continue;
+    if (name === '__metadata__') continue;
     const [a, b] = info.data_offsets;
     tensors.set(name, { dtype: info.dtype, shape: info.shape, data: buf.subarray(base + a, base + b) });
   }

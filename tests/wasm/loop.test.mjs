@@ -2,11 +2,11 @@
 // playground's worker acts on), the loss history kept by the engine's rule, and an external
 // executor driving the loop step by step (nextBatch, recordStep) with its weights synced back
 // tensor by tensor (tensorNames, readTensor, writeTensor, setStep).
-import assert from "node:assert/strict";
-import fs from "node:fs";
-import { after, before, test } from "node:test";
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, test } from 'node:test';
 
-import { Engine, EngineError, dataFile, load, parseSafetensors, VARIANT } from "./helpers.mjs";
+import { Engine, EngineError, dataFile, load, parseSafetensors, VARIANT } from './helpers.mjs';
 
 let module, text;
 before(async () => {
@@ -15,7 +15,7 @@ before(async () => {
 });
 after(() => module?.terminate());
 
-const config = (train) => ({ preset: "tiny", train: { batch: 4, seed: 11, ...train } });
+const config = (train) => ({ preset: 'tiny', train: { batch: 4, seed: 11, ...train } });
 const history = async (e) => JSON.parse(parseSafetensors(await e.exportCheckpoint()).metadata.loss_history);
 
 test(`${VARIANT}: train reports the loop's events, and the history follows the engine's rule`, async () => {
@@ -30,15 +30,18 @@ test(`${VARIANT}: train reports the loop's events, and the history follows the e
       if (m.events.evaluate) vals.set(m.step, (await e.validationLoss()).loss);
     }
     const due = (k) => all.filter((m) => m.events[k]).map((m) => m.step);
-    assert.deepEqual(due("evaluate"), [10, 20, 25]);
-    assert.deepEqual(due("save"), [10, 20, 25]);
-    assert.deepEqual(due("sample"), [20]);
-    assert.deepEqual(due("last"), [25]);
+    assert.deepEqual(due('evaluate'), [10, 20, 25]);
+    assert.deepEqual(due('save'), [10, 20, 25]);
+    assert.deepEqual(due('sample'), [20]);
+    assert.deepEqual(due('last'), [25]);
     assert.deepEqual(e.eventsAfter(30), { evaluate: true, sample: false, save: true, last: false });
     // A point every 10th step and at every validation, with the train loss of its step.
     const loss = new Map(all.map((m) => [m.step, m.loss]));
     const h = await history(e);
-    assert.deepEqual(h.map((p) => p[0]), [10, 20, 25]);
+    assert.deepEqual(
+      h.map((p) => p[0]),
+      [10, 20, 25],
+    );
     for (const [step, train, val] of h) {
       assert.equal(train, loss.get(step));
       assert.equal(val, vals.get(step));
@@ -59,13 +62,20 @@ test(`${VARIANT}: an external executor steps the loop and syncs the weights tens
   // engine on the same weights and data) standing in for the executor that runs the steps.
   const steps = 12;
   const cfg = config({ steps, eval_every: 5, sample_every: 0 });
-  const [cpu, ext, gpu] = [await Engine.create(cfg, module), await Engine.create(cfg, module), await Engine.create(cfg, module)];
+  const [cpu, ext, gpu] = [
+    await Engine.create(cfg, module),
+    await Engine.create(cfg, module),
+    await Engine.create(cfg, module),
+  ];
   try {
     for (const e of [cpu, ext, gpu]) await e.setCorpus(text);
     const names = ext.tensorNames();
-    assert.ok(names.some((t) => t.name === "tok_emb.weight" && t.present));
-    assert.ok(names.some((t) => t.name === "optim.m.tok_emb.weight" && !t.present), "moments are listed before they exist");
-    assert.throws(() => ext.readTensor("optim.m.tok_emb.weight"), /not present/);
+    assert.ok(names.some((t) => t.name === 'tok_emb.weight' && t.present));
+    assert.ok(
+      names.some((t) => t.name === 'optim.m.tok_emb.weight' && !t.present),
+      'moments are listed before they exist',
+    );
+    assert.throws(() => ext.readTensor('optim.m.tok_emb.weight'), /not present/);
 
     const cpuMetrics = [];
     for (let s = 1; s <= steps; s++) {
@@ -94,16 +104,20 @@ test(`${VARIANT}: an external executor steps the loop and syncs the weights tens
     const a = parseSafetensors(await cpu.exportCheckpoint());
     const b = parseSafetensors(await ext.exportCheckpoint());
     assert.deepEqual([...b.tensors.keys()].sort(), [...a.tensors.keys()].sort());
-    for (const [name, t] of a.tensors) assert.ok(t.data.equals(b.tensors.get(name).data), `${name} is bitwise the CPU run's`);
+    for (const [name, t] of a.tensors)
+      assert.ok(t.data.equals(b.tensors.get(name).data), `${name} is bitwise the CPU run's`);
     assert.deepEqual(JSON.parse(b.metadata.loss_history), JSON.parse(a.metadata.loss_history));
-    assert.deepEqual(JSON.parse(b.metadata.loss_history).map((p) => p[0]), [5, 10, 12]);
+    assert.deepEqual(
+      JSON.parse(b.metadata.loss_history).map((p) => p[0]),
+      [5, 10, 12],
+    );
     assert.equal(JSON.parse(b.metadata.train_state).step, steps);
     assert.equal(JSON.parse(b.metadata.train_state).data_rng, JSON.parse(a.metadata.train_state).data_rng);
 
     // Writes are checked: size, name.
-    const w = ext.readTensor("tok_emb.weight");
-    assert.throws(() => ext.writeTensor("tok_emb.weight", w.subarray(1)), /bytes/);
-    assert.throws(() => ext.writeTensor("no_such", w), /not a tensor of this model's state/);
+    const w = ext.readTensor('tok_emb.weight');
+    assert.throws(() => ext.writeTensor('tok_emb.weight', w.subarray(1)), /bytes/);
+    assert.throws(() => ext.writeTensor('no_such', w), /not a tensor of this model's state/);
     ext.setStep(3);
     assert.equal((await ext.info()).step, 3);
     assert.throws(() => ext.setStep(-1), EngineError);
@@ -120,7 +134,10 @@ test(`${VARIANT}: a non-finite loss stops the loop with the step named`, async (
     await e.nextBatch();
     e.recordStep({ step: 1, loss: 5.5, gradNorm: 1 });
     assert.throws(() => e.recordStep({ step: 2, loss: NaN }), /training diverged at step 2: loss is NaN/);
-    assert.throws(() => e.recordStep({ step: 2, loss: 5, gradNorm: Infinity }), /training diverged at step 2: gradient norm is/);
+    assert.throws(
+      () => e.recordStep({ step: 2, loss: 5, gradNorm: Infinity }),
+      /training diverged at step 2: gradient norm is/,
+    );
   } finally {
     e.dispose();
   }

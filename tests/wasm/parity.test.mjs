@@ -1,10 +1,10 @@
 // Training parity: the WebAssembly engine (the SIMD + threads build by default) trains Small for
 // 50 steps on TinyShakespeare with the native run's exact config, and every loss matches native.
-import assert from "node:assert/strict";
-import fs from "node:fs";
-import { after, before, test } from "node:test";
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, test } from 'node:test';
 
-import { Engine, SMALL_STEPS, dataFile, load, nativeSmallRun, readMetrics, relDiff, VARIANT } from "./helpers.mjs";
+import { Engine, SMALL_STEPS, dataFile, load, nativeSmallRun, readMetrics, relDiff, VARIANT } from './helpers.mjs';
 
 const TOLERANCE = 1e-5; // relative, per step
 
@@ -18,7 +18,7 @@ test(`${VARIANT}: Small trains ${SMALL_STEPS} steps with native's losses (within
   const native = readMetrics(nativeSmallRun());
   assert.equal(native.length, SMALL_STEPS);
   const engine = await Engine.create(
-    { preset: "small", train: { batch: 16, seed: 1337, lr: 3e-4, schedule: "cosine", steps: SMALL_STEPS } },
+    { preset: 'small', train: { batch: 16, seed: 1337, lr: 3e-4, schedule: 'cosine', steps: SMALL_STEPS } },
     module,
   );
   try {
@@ -27,7 +27,8 @@ test(`${VARIANT}: Small trains ${SMALL_STEPS} steps with native's losses (within
     const metrics = await engine.train(SMALL_STEPS, { stepsPerChunk: 5, onProgress: () => events++ });
     assert.equal(events, SMALL_STEPS);
     assert.equal(metrics.length, SMALL_STEPS);
-    let worst = 0, worstStep = 0;
+    let worst = 0,
+      worstStep = 0;
     for (let i = 0; i < SMALL_STEPS; i++) {
       assert.equal(metrics[i].step, native[i].step);
       assert.ok(relDiff(metrics[i].lr, native[i].lr) < 1e-12, `lr at step ${i + 1}`);

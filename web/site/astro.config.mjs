@@ -22,7 +22,9 @@ function repoLinksAsText() {
     if (!node.children) return;
     node.children = node.children.flatMap((child) => {
       walk(child);
-      return child.type === 'element' && child.tagName === 'a' && relative(child.properties?.href) ? child.children : [child];
+      return child.type === 'element' && child.tagName === 'a' && relative(child.properties?.href)
+        ? child.children
+        : [child];
     });
   };
   return walk;

@@ -145,8 +145,8 @@ Executor::Executor(Program program, TensorStore& store, bool share_memory) : pro
   ptrs_.resize(program_.tensors.size());
   for (size_t i = 0; i < program_.tensors.size(); ++i) {
     const auto& t = program_.tensors[i];
-    ptrs_[i] = t.persistent() ? static_cast<void*>(store.get_or_create(t))
-                              : static_cast<char*>(arena_.data()) + offsets[i];
+    ptrs_[i] =
+        t.persistent() ? static_cast<void*>(store.get_or_create(t)) : static_cast<char*>(arena_.data()) + offsets[i];
   }
 }
 
@@ -174,7 +174,8 @@ void Executor::run() {
       run_op(ops[i]);
     }
     if (profile)
-      op_seconds[to_string(ops[i].kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      op_seconds[to_string(ops[i].kind)] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     i = end;
   }
 }
@@ -187,9 +188,17 @@ AdamWTensor Executor::adamw_args(const Op& op) {
   const float* hp = f(op.inputs[5]);
   const double max_norm = op.attr("max_norm", 1.0);
   const float scale = float(std::min(1.0, max_norm / (double(norm) + 1e-6)));
-  return AdamWTensor{f(op.outputs[0]), f(op.inputs[1]), f(op.outputs[1]), f(op.outputs[2]),
-                     program_.tensors.at(op.inputs[0]).numel(), hp[0], float(op.attr("beta1")),
-                     float(op.attr("beta2")), float(op.attr("eps")), float(op.attr("weight_decay")), int64_t(hp[1]),
+  return AdamWTensor{f(op.outputs[0]),
+                     f(op.inputs[1]),
+                     f(op.outputs[1]),
+                     f(op.outputs[2]),
+                     program_.tensors.at(op.inputs[0]).numel(),
+                     hp[0],
+                     float(op.attr("beta1")),
+                     float(op.attr("beta2")),
+                     float(op.attr("eps")),
+                     float(op.attr("weight_decay")),
+                     int64_t(hp[1]),
                      scale};
 }
 
@@ -214,11 +223,12 @@ void Executor::run_op(const Op& op) {
       const auto& ts = shape(op.inputs[0]);
       const int64_t B = ts[0], T = ts[1], C = shape(op.inputs[1])[1], V = shape(op.inputs[1])[0];
       const int64_t ctx = shape(op.inputs[2])[0], pos0 = pos0_at(3);
-      check(pos0 >= 0 && pos0 + T <= ctx, "position " + std::to_string(pos0 + T - 1) + " is past the context " +
-                                              std::to_string(ctx));
+      check(pos0 >= 0 && pos0 + T <= ctx,
+            "position " + std::to_string(pos0 + T - 1) + " is past the context " + std::to_string(ctx));
       const int32_t* tokens = in_i(0);
       for (int64_t i = 0; i < B * T; ++i)
-        if (tokens[i] < 0 || tokens[i] >= V) fail("token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
+        if (tokens[i] < 0 || tokens[i] >= V)
+          fail("token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
       embedding_forward(out_f(0), tokens, in_f(1), in_f(2), B, T, C, pos0);
       break;
     }
@@ -294,7 +304,8 @@ void Executor::run_op(const Op& op) {
       const auto& s = shape(op.inputs[0]);
       const int32_t* targets = in_i(1);
       for (int64_t i = 0; i < s[0]; ++i)
-        if (targets[i] < 0 || targets[i] >= s[1]) fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+        if (targets[i] < 0 || targets[i] >= s[1])
+          fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
       cross_entropy_forward(out_f(0), out_f(1), in_f(0), targets, in_f(2), s[0], s[1]);
       break;
     }

@@ -32,7 +32,9 @@ class Buffer {
   size_t bytes() const { return bytes_; }
 
  private:
-  struct Free { void operator()(void* p) const; };
+  struct Free {
+    void operator()(void* p) const;
+  };
   std::unique_ptr<void, Free> ptr_;
   size_t bytes_ = 0;
 };

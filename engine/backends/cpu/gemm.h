@@ -24,20 +24,20 @@
 
 namespace ptl::cpu::gemm {
 
-constexpr int kNV = 2;                          // vectors per panel row
-constexpr int64_t kCols = kNV * simd::kW;       // panel width in floats
+constexpr int kNV = 2;                     // vectors per panel row
+constexpr int64_t kCols = kNV * simd::kW;  // panel width in floats
 #if defined(__AVX512F__)
 constexpr int kRows = 12;  // 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers
 #elif defined(__AVX2__)
-constexpr int kRows = 6;   // 12 accumulators of the 16 ymm registers
+constexpr int kRows = 6;  // 12 accumulators of the 16 ymm registers
 #else
-constexpr int kRows = 4;   // 8 accumulators: SSE and WebAssembly have 16 128-bit registers
+constexpr int kRows = 4;  // 8 accumulators: SSE and WebAssembly have 16 128-bit registers
 #endif
 
 enum class Store {
-    overwrite,  // C = sum
-    add,        // C += sum
-    bias,       // C = sum + bias[j]
+  overwrite,  // C = sum
+  add,        // C += sum
+  bias,       // C = sum + bias[j]
 };
 
 inline int64_t panels(int64_t J) { return (J + kCols - 1) / kCols; }
@@ -49,16 +49,16 @@ void pack_b(float* dst, const float* src, int64_t s_p, int64_t s_j, int64_t P, i
 // Panel q alone, to d (P x kCols floats).
 void pack_panel(float* d, const float* src, int64_t s_p, int64_t s_j, int64_t P, int64_t J, int64_t q);
 inline void pack_b(float* dst, const float* src, int64_t s_p, int64_t s_j, int64_t P, int64_t J) {
-    pack_b(dst, src, s_p, s_j, P, J, 0, panels(J));
+  pack_b(dst, src, s_p, s_j, P, J, 0, panels(J));
 }
 // n floats of a thread's scratch vector (grown on demand), 64-byte aligned like the engine's
 // tensors: a packed panel row is then one or two whole vectors, where at malloc's 16-byte
 // alignment every AVX-512 load of a panel row straddles two cache lines.
 inline float* scratch(std::vector<float>& v, size_t n) {
-    constexpr size_t kAlign = 64 / sizeof(float);
-    if (v.size() < n + kAlign) v.resize(n + kAlign);
-    const auto addr = reinterpret_cast<uintptr_t>(v.data());
-    return v.data() + (kAlign - (addr / sizeof(float)) % kAlign) % kAlign;
+  constexpr size_t kAlign = 64 / sizeof(float);
+  if (v.size() < n + kAlign) v.resize(n + kAlign);
+  const auto addr = reinterpret_cast<uintptr_t>(v.data());
+  return v.data() + (kAlign - (addr / sizeof(float)) % kAlign) % kAlign;
 }
 
 // Panel q of B packed with P rows.

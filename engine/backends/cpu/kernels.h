@@ -24,18 +24,16 @@ namespace ptl::cpu {
 int vector_bits();
 
 // embedding.cpp: x[b,t,:] = tok_emb[tokens[b,t], :] + pos_emb[pos0 + t, :]
-void embedding_forward(float* x, const int32_t* tokens, const float* tok_emb, const float* pos_emb,
-                       int64_t B, int64_t T, int64_t C, int64_t pos0);
+void embedding_forward(float* x, const int32_t* tokens, const float* tok_emb, const float* pos_emb, int64_t B,
+                       int64_t T, int64_t C, int64_t pos0);
 void embedding_backward(float* dtok_emb, bool acc_tok, float* dpos_emb, bool acc_pos, const float* dx,
-                        const int32_t* tokens, int64_t B, int64_t T, int64_t C, int64_t V, int64_t ctx,
-                        int64_t pos0);
+                        const int32_t* tokens, int64_t B, int64_t T, int64_t C, int64_t V, int64_t ctx, int64_t pos0);
 
 // layernorm.cpp: per row of C: y = (x - mean) * rstd * w + b, eps inside the sqrt.
-void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                       int64_t N, int64_t C, float eps);
-void layernorm_backward(float* dx, bool acc_dx, float* dw, bool acc_dw, float* db, bool acc_db,
-                        const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
-                        int64_t N, int64_t C);
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int64_t N,
+                       int64_t C, float eps);
+void layernorm_backward(float* dx, bool acc_dx, float* dw, bool acc_dw, float* db, bool acc_db, const float* dy,
+                        const float* x, const float* w, const float* mean, const float* rstd, int64_t N, int64_t C);
 
 // linear.cpp: y[M,N] = x[M,K] W[N,K]^T + b[N] (b may be null).
 void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K);
@@ -44,21 +42,19 @@ void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, 
                      const float* x, const float* W, int64_t M, int64_t N, int64_t K);
 
 // attention.cpp: causal multi-head attention, scores scaled by 1/sqrt(C/H), softmax in fp32.
-void attention_forward(float* y, float* lse, const float* q, const float* k, const float* v, int64_t B,
-                       int64_t T, int64_t C, int64_t H);
+void attention_forward(float* y, float* lse, const float* q, const float* k, const float* v, int64_t B, int64_t T,
+                       int64_t C, int64_t H);
 void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* dv, bool acc_dv, const float* dy,
-                        const float* q, const float* k, const float* v, const float* y, const float* lse,
-                        int64_t B, int64_t T, int64_t C, int64_t H);
+                        const float* q, const float* k, const float* v, const float* y, const float* lse, int64_t B,
+                        int64_t T, int64_t C, int64_t H);
 // Generation with a KV cache of `ctx` rows: write n new rows at pos0, then attend query row i
 // (position pos0 + i) to cache rows 0 .. pos0 + i.
-void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float* v, int64_t n, int64_t C,
-                    int64_t pos0);
-void attention_cached(float* y, const float* q, const float* k_cache, const float* v_cache, int64_t n,
-                      int64_t C, int64_t H, int64_t pos0);
+void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float* v, int64_t n, int64_t C, int64_t pos0);
+void attention_cached(float* y, const float* q, const float* k_cache, const float* v_cache, int64_t n, int64_t C,
+                      int64_t H, int64_t pos0);
 // attention_probs.cpp: the probabilities attention applies, stored (for inspection; no backward):
 // probs[B, H, T, T] = softmax_j(q_i . k_j / sqrt(C/H)) for j <= i, exactly 0 for j > i.
-void attention_probs_forward(float* probs, const float* q, const float* k, int64_t B, int64_t T, int64_t C,
-                             int64_t H);
+void attention_probs_forward(float* probs, const float* q, const float* k, int64_t B, int64_t T, int64_t C, int64_t H);
 
 // gelu.cpp: exact GELU, 0.5 x (1 + erf(x / sqrt 2)).
 void gelu_forward(float* y, const float* x, int64_t n);
@@ -71,10 +67,10 @@ void add_backward(float* da, bool acc_a, float* db, bool acc_b, const float* dy,
 // cross_entropy.cpp: loss = sum_i mask_i (lse_i - logits[i, targets_i]) / sum_i mask_i
 // (mask null = all ones). The backward is d loss / d logits for an upstream gradient of 1:
 // (softmax - onehot) * mask_i / sum(mask).
-void cross_entropy_forward(float* loss, float* lse, const float* logits, const int32_t* targets,
-                           const float* mask, int64_t M, int64_t V);
-void cross_entropy_backward(float* dlogits, bool acc, const float* logits, const int32_t* targets,
-                            const float* lse, const float* mask, int64_t M, int64_t V);
+void cross_entropy_forward(float* loss, float* lse, const float* logits, const int32_t* targets, const float* mask,
+                           int64_t M, int64_t V);
+void cross_entropy_backward(float* dlogits, bool acc, const float* logits, const int32_t* targets, const float* lse,
+                            const float* mask, int64_t M, int64_t V);
 
 // adamw.cpp
 // Sum of squares in double (the global gradient norm is the sqrt of the sum over tensors).
@@ -89,14 +85,14 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float
 // The same for several tensors in one parallel pass (the executor's run of adamw ops); each
 // tensor's floats are exactly those of adamw_update.
 struct AdamWTensor {
-    float* p;
-    const float* g;
-    float* m;
-    float* v;
-    int64_t n;
-    float lr, beta1, beta2, eps, weight_decay;
-    int64_t t;
-    float grad_scale;
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n;
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t t;
+  float grad_scale;
 };
 void adamw_update_many(const AdamWTensor* tensors, int64_t count);
 

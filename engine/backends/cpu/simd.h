@@ -30,9 +30,9 @@ typedef int32_t vi __attribute__((vector_size(kW * 4)));  // also the type of vf
 
 // Unaligned loads and stores (memcpy of a whole vector compiles to one vector move).
 inline vf load(const float* p) {
-    vf v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
+  vf v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 inline vf splat(float x) { return x - vf{}; }  // x - (+0) is exactly x, so this folds to a broadcast
@@ -45,38 +45,38 @@ inline vf vabs(vf a) { return (vf)((vi)a & 0x7fffffff); }
 
 // Sum of the lanes, lane 0 first (a fixed order, so results never depend on alignment).
 inline float hsum(vf v) {
-    float s = v[0];
-    for (int l = 1; l < kW; l++) s += v[l];
-    return s;
+  float s = v[0];
+  for (int l = 1; l < kW; l++) s += v[l];
+  return s;
 }
 inline float hmax(vf v) {
-    float s = v[0];
-    for (int l = 1; l < kW; l++) s = v[l] > s ? v[l] : s;
-    return s;
+  float s = v[0];
+  for (int l = 1; l < kW; l++) s = v[l] > s ? v[l] : s;
+  return s;
 }
 
 // exp(x): x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes' degree-6 polynomial, 2^n built in
 // the exponent bits. Inputs below about -87.3 give 0 (or a tiny number); -inf gives 0.
 inline vf exp(vf x) {
-    x = vmin(vmax(x, splat(-87.6f)), splat(88.37f));
-    // n = round(x / ln2) with the 1.5 * 2^23 trick: adding it leaves n in the low mantissa bits.
-    const vf magic = splat(12582912.0f);
-    vf fn = x * 1.44269504088896341f + magic;
-    const vi n = (vi)fn - (vi)magic;
-    fn = fn - magic;
-    // r = x - n ln2, with ln2 split in two so that n * ln2_hi is exact.
-    vf r = x - fn * 0.693359375f;
-    r = r - fn * -2.12194440e-4f;
-    vf p = splat(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    const vf er = p * (r * r) + r + 1.0f;
-    // 2^n: n + 127 in the exponent field (n >= -127 after the clamp; -127 gives 0).
-    const vf pow2n = (vf)((n + 127) << 23);
-    return er * pow2n;
+  x = vmin(vmax(x, splat(-87.6f)), splat(88.37f));
+  // n = round(x / ln2) with the 1.5 * 2^23 trick: adding it leaves n in the low mantissa bits.
+  const vf magic = splat(12582912.0f);
+  vf fn = x * 1.44269504088896341f + magic;
+  const vi n = (vi)fn - (vi)magic;
+  fn = fn - magic;
+  // r = x - n ln2, with ln2 split in two so that n * ln2_hi is exact.
+  vf r = x - fn * 0.693359375f;
+  r = r - fn * -2.12194440e-4f;
+  vf p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const vf er = p * (r * r) + r + 1.0f;
+  // 2^n: n + 127 in the exponent field (n >= -127 after the clamp; -127 gives 0).
+  const vf pow2n = (vf)((n + 127) << 23);
+  return er * pow2n;
 }
 
 // erf(x), Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7), as PyTorch's Vectorized<float>::erf:
@@ -84,20 +84,20 @@ inline vf exp(vf x) {
 // exp(-x^2) is handed back too: with x = z / sqrt 2 it is the normal density's exp(-z^2 / 2),
 // which GELU's derivative needs next to erf, so it costs no second exp there.
 inline vf erf(vf x, vf& exp_neg_x2) {
-    const vi sign = (vi)x & (int32_t)0x80000000;
-    const vf ax = vabs(x);
-    const vf t = 1.0f / (ax * 0.3275911f + 1.0f);
-    vf r = t * 1.061405429f + -1.453152027f;
-    r = r * t + 1.421413741f;
-    r = r * t + -0.284496736f;
-    r = r * t + 0.254829592f;
-    exp_neg_x2 = exp(-(x * x));
-    const vf y = (-exp_neg_x2 * t) * r + 1.0f;
-    return (vf)((vi)y ^ sign);
+  const vi sign = (vi)x & (int32_t)0x80000000;
+  const vf ax = vabs(x);
+  const vf t = 1.0f / (ax * 0.3275911f + 1.0f);
+  vf r = t * 1.061405429f + -1.453152027f;
+  r = r * t + 1.421413741f;
+  r = r * t + -0.284496736f;
+  r = r * t + 0.254829592f;
+  exp_neg_x2 = exp(-(x * x));
+  const vf y = (-exp_neg_x2 * t) * r + 1.0f;
+  return (vf)((vi)y ^ sign);
 }
 inline vf erf(vf x) {
-    vf unused;
-    return erf(x, unused);
+  vf unused;
+  return erf(x, unused);
 }
 
 // Scalar versions through the same code, for loop tails (so a tail element gets exactly the

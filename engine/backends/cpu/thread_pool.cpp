@@ -80,8 +80,10 @@ class Pool {
     // then, and the next job cannot be confused with this one.
     open_.store(false, std::memory_order_seq_cst);
     for (int spins = 0; active_.load(std::memory_order_seq_cst) != 0; spins++) {
-      if (spins < 4096) PTL_CPU_RELAX();
-      else std::this_thread::yield();
+      if (spins < 4096)
+        PTL_CPU_RELAX();
+      else
+        std::this_thread::yield();
     }
   }
 
@@ -107,8 +109,10 @@ class Pool {
         // Pause-spin first; after a few microseconds yield instead, so that on a machine with
         // more runnable threads than cores (a shared build machine) the thread that does have
         // work, often our own caller, gets the core.
-        if (spins < 2048) PTL_CPU_RELAX();
-        else std::this_thread::yield();
+        if (spins < 2048)
+          PTL_CPU_RELAX();
+        else
+          std::this_thread::yield();
         if ((spins & 255) == 255 && std::chrono::steady_clock::now() - start > kSpin) {
           std::unique_lock<std::mutex> lock(mu_);
           sleepers_.fetch_add(1, std::memory_order_seq_cst);

@@ -44,7 +44,8 @@ void parallel_for(int64_t n, F&& f) {
     return;
   }
   using Fn = std::remove_reference_t<F>;
-  detail::run_tasks(n, [](void* c, int64_t i) { (*static_cast<Fn*>(c))(i); }, const_cast<void*>(static_cast<const void*>(&f)));
+  detail::run_tasks(
+      n, [](void* c, int64_t i) { (*static_cast<Fn*>(c))(i); }, const_cast<void*>(static_cast<const void*>(&f)));
 }
 
 // Splits [0, n) into ranges of `grain` items (the last one shorter) and calls f(begin, end) for

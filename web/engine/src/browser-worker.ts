@@ -9,6 +9,6 @@
 //
 // and start it with `new Worker("engine-worker.js")` (no {type: "module"}); then talk to it with
 // EngineClient (worker.ts). The node:* imports are behind Node-only branches of engine.ts.
-import { serveEngine, type Port } from "./worker.js";
+import { serveEngine, type Port } from './worker.js';
 
 serveEngine(globalThis as unknown as Port);

@@ -11,8 +11,8 @@
 // checkpoint, a corpus shorter than the context, ...) rejects with an EngineError carrying the
 // engine's own message, and the engine stays usable.
 
-import { memory64Instantiator } from "./memory64.js";
-import { type Variant } from "./select.js";
+import { memory64Instantiator } from './memory64.js';
+import { type Variant } from './select.js';
 
 /** An error reported by the engine (or by this wrapper about the engine). */
 export class EngineError extends Error {
@@ -22,7 +22,7 @@ export class EngineError extends Error {
   readonly call: string;
   constructor(message: string, call: string) {
     super(message);
-    this.name = "EngineError";
+    this.name = 'EngineError';
     this.engineMessage = message;
     this.call = call;
   }
@@ -40,7 +40,7 @@ export interface TrainConfig {
   batch: number;
   steps: number;
   lr: number;
-  schedule: "cosine" | "constant";
+  schedule: 'cosine' | 'constant';
   warmup: number;
   min_lr_frac: number;
   beta1: number;
@@ -164,7 +164,7 @@ export interface GenerateOptions {
    * "callback" (default): the engine's own generation loop, which calls onToken synchronously.
    * "polling": one token per engine call, yielding to the event loop in between.
    */
-  mode?: "callback" | "polling";
+  mode?: 'callback' | 'polling';
   signal?: AbortSignal;
 }
 
@@ -174,7 +174,7 @@ export interface GenerateResult {
   text: string;
 }
 
-export type ProgramName = "train" | "eval" | "forward" | "generate" | "window" | "inspect";
+export type ProgramName = 'train' | 'eval' | 'forward' | 'generate' | 'window' | 'inspect';
 
 /** LoRA adapters: rank r, scale alpha / r, on any of q, k, v, o, fc_in, fc_out. */
 export interface LoraOptions {
@@ -187,7 +187,7 @@ export interface LoraOptions {
 export interface FinetuneOptions {
   steps: number;
   lr?: number;
-  schedule?: "cosine" | "constant";
+  schedule?: 'cosine' | 'constant';
   batch?: number;
   seed?: number;
   warmup?: number;
@@ -328,7 +328,7 @@ export interface LoadOptions {
 
 function isNode(): boolean {
   const p = (globalThis as { process?: { versions?: { node?: string } } }).process;
-  return typeof p?.versions?.node === "string";
+  return typeof p?.versions?.node === 'string';
 }
 
 export function hardwareConcurrency(): number {
@@ -338,50 +338,53 @@ export function hardwareConcurrency(): number {
 }
 
 async function nodeHardwareConcurrency(): Promise<number> {
-  const os = await import("node:os");
-  return typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length;
+  const os = await import('node:os');
+  return typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
 }
 
 function joinPath(dir: string, name: string): string {
-  return dir.endsWith("/") ? dir + name : dir + "/" + name;
+  return dir.endsWith('/') ? dir + name : dir + '/' + name;
 }
 
 /** Loads one build of the engine (one WebAssembly instance; many trainers can share it). */
 export async function loadModule(options: LoadOptions = {}): Promise<LoadedModule> {
-  const variant: Variant = options.variant ?? "simd-threads";
+  const variant: Variant = options.variant ?? 'simd-threads';
   const node = isNode();
   const cores = node ? await nodeHardwareConcurrency() : hardwareConcurrency();
   const poolSize = Math.max(1, Math.min(16, Math.floor(options.poolSize ?? cores)));
   const overrides: Record<string, unknown> = { ptlPoolSize: poolSize };
-  if (options.initialMemory) overrides["INITIAL_MEMORY"] = Math.ceil(options.initialMemory / 65536) * 65536;
+  if (options.initialMemory) overrides['INITIAL_MEMORY'] = Math.ceil(options.initialMemory / 65536) * 65536;
   if (options.print) {
-    overrides["print"] = options.print;
-    overrides["printErr"] = options.print;
+    overrides['print'] = options.print;
+    overrides['printErr'] = options.print;
   }
   let factory = options.factory;
   const dir = options.moduleDir ?? (options.buildDir !== undefined ? joinPath(options.buildDir, variant) : undefined);
   if (!factory) {
-    if (dir === undefined) throw new EngineError("loadModule: give buildDir, moduleDir or factory", "load");
-    const jsPath = joinPath(dir, "ptl_engine.js");
+    if (dir === undefined) throw new EngineError('loadModule: give buildDir, moduleDir or factory', 'load');
+    const jsPath = joinPath(dir, 'ptl_engine.js');
     if (node) {
-      const { createRequire } = await import("node:module");
-      const { readFile } = await import("node:fs/promises");
-      const path = await import("node:path");
+      const { createRequire } = await import('node:module');
+      const { readFile } = await import('node:fs/promises');
+      const path = await import('node:path');
       const abs = path.resolve(jsPath);
       const require = createRequire(abs);
       factory = require(abs) as ModuleFactory;
       // Hand over the binary ourselves: this Emscripten would otherwise try fetch() on a path.
-      overrides["wasmBinary"] = await readFile(path.resolve(joinPath(dir, "ptl_engine.wasm")));
-      overrides["locateFile"] = (name: string) => path.resolve(dir, name);
+      overrides['wasmBinary'] = await readFile(path.resolve(joinPath(dir, 'ptl_engine.wasm')));
+      overrides['locateFile'] = (name: string) => path.resolve(dir, name);
     } else {
       const scope = globalThis as { importScripts?: (url: string) => void; createPtlEngine?: ModuleFactory };
-      if (typeof scope.importScripts !== "function")
-        throw new EngineError("loadModule: outside a classic worker, load ptl_engine.js yourself and pass `factory`", "load");
+      if (typeof scope.importScripts !== 'function')
+        throw new EngineError(
+          'loadModule: outside a classic worker, load ptl_engine.js yourself and pass `factory`',
+          'load',
+        );
       scope.importScripts(jsPath);
-      if (!scope.createPtlEngine) throw new EngineError(`loadModule: ${jsPath} did not define createPtlEngine`, "load");
+      if (!scope.createPtlEngine) throw new EngineError(`loadModule: ${jsPath} did not define createPtlEngine`, 'load');
       factory = scope.createPtlEngine;
-      overrides["locateFile"] = (name: string) => joinPath(dir, name);
-      overrides["mainScriptUrlOrBlob"] = jsPath;
+      overrides['locateFile'] = (name: string) => joinPath(dir, name);
+      overrides['mainScriptUrlOrBlob'] = jsPath;
     }
   }
   // The glue's promise never settles when our instantiateWasm fails: race it against the failure.
@@ -389,16 +392,18 @@ export async function loadModule(options: LoadOptions = {}): Promise<LoadedModul
   const instantiateFailed = new Promise<never>((_, reject) => {
     failInstantiate = reject;
   });
-  if (variant === "memory64") {
+  if (variant === 'memory64') {
     // The Memory64 glue needs the boundary adapter of memory64.ts (BigInt pointers).
-    let binary = overrides["wasmBinary"] as Uint8Array | undefined;
+    let binary = overrides['wasmBinary'] as Uint8Array | undefined;
     if (!binary) {
-      if (dir === undefined) throw new EngineError("loadModule: the memory64 build needs moduleDir or buildDir", "load");
-      const res = await fetch(joinPath(dir, "ptl_engine.wasm"));
-      if (!res.ok) throw new EngineError(`loadModule: could not fetch ${joinPath(dir, "ptl_engine.wasm")}: ${res.status}`, "load");
+      if (dir === undefined)
+        throw new EngineError('loadModule: the memory64 build needs moduleDir or buildDir', 'load');
+      const res = await fetch(joinPath(dir, 'ptl_engine.wasm'));
+      if (!res.ok)
+        throw new EngineError(`loadModule: could not fetch ${joinPath(dir, 'ptl_engine.wasm')}: ${res.status}`, 'load');
       binary = new Uint8Array(await res.arrayBuffer());
     }
-    overrides["instantiateWasm"] = memory64Instantiator(binary, (e) => failInstantiate(e));
+    overrides['instantiateWasm'] = memory64Instantiator(binary, (e) => failInstantiate(e));
   }
   let mod: PtlModule;
   try {
@@ -406,7 +411,10 @@ export async function loadModule(options: LoadOptions = {}): Promise<LoadedModul
   } catch (e) {
     // The glue's Module is our overrides object: stop the worker threads it may have started.
     (overrides as { PThread?: { terminateAllThreads?: () => void } }).PThread?.terminateAllThreads?.();
-    throw new EngineError(`could not start the ${variant} engine: ${e instanceof Error ? e.message : String(e)}`, "load");
+    throw new EngineError(
+      `could not start the ${variant} engine: ${e instanceof Error ? e.message : String(e)}`,
+      'load',
+    );
   }
   const loaded = new LoadedModule(mod, poolSize);
   // The engine's default is the hardware concurrency; never more threads than the pool can serve.
@@ -421,17 +429,20 @@ export class LoadedModule {
   private live = 0;
   private terminated = false;
 
-  constructor(readonly mod: PtlModule, readonly poolSize: number) {
+  constructor(
+    readonly mod: PtlModule,
+    readonly poolSize: number,
+  ) {
     // Memory64 is known from the build info; read it with a plain call first.
     const raw = mod._ptl_build_info();
-    this.wide = typeof raw === "bigint";
+    this.wide = typeof raw === 'bigint';
     this.build = JSON.parse(mod.UTF8ToString(raw)) as BuildInfo;
   }
 
   /** Threads the kernels use; returns the count in effect. Not while the engine computes. */
   setNumThreads(n: number): number {
     const got = this.mod._ptl_set_num_threads(Math.floor(n));
-    if (got < 0) this.fail("ptl_set_num_threads");
+    if (got < 0) this.fail('ptl_set_num_threads');
     this.build = JSON.parse(this.mod.UTF8ToString(this.mod._ptl_build_info())) as BuildInfo;
     return got;
   }
@@ -446,7 +457,7 @@ export class LoadedModule {
     return this.wide ? BigInt(n) : n;
   }
   addr(p: Ptr): number {
-    return typeof p === "bigint" ? Number(p) : p >>> 0;
+    return typeof p === 'bigint' ? Number(p) : p >>> 0;
   }
   heap(): Uint8Array {
     // The heap may have grown (and, with threads, on another thread): always take a fresh view.
@@ -455,16 +466,17 @@ export class LoadedModule {
     return this.mod.HEAPU8;
   }
   lastError(): string {
-    return this.mod.UTF8ToString(this.mod._ptl_last_error()) || "unknown engine error";
+    return this.mod.UTF8ToString(this.mod._ptl_last_error()) || 'unknown engine error';
   }
   fail(call: string): never {
     throw new EngineError(this.lastError(), call);
   }
   /** Copies bytes into the heap for the duration of fn. */
   withBytes<T>(bytes: Uint8Array | string, fn: (p: Ptr, n: number) => T): T {
-    const data = typeof bytes === "string" ? new TextEncoder().encode(bytes) : bytes;
+    const data = typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes;
     const p = this.mod._malloc(this.ptr(Math.max(1, data.length)));
-    if (this.addr(p) === 0) throw new EngineError(`out of memory copying ${data.length} bytes into the engine`, "malloc");
+    if (this.addr(p) === 0)
+      throw new EngineError(`out of memory copying ${data.length} bytes into the engine`, 'malloc');
     try {
       this.heap().set(data, this.addr(p));
       return fn(p, data.length);
@@ -499,9 +511,9 @@ export class LoadedModule {
    * program after the run. Needs no model: the C++ twin of a WebGPU kernel in the browser.
    */
   async runProgram(program: ProgramJson | string, inputs: Uint8Array): Promise<Uint8Array> {
-    const text = typeof program === "string" ? program : JSON.stringify(program);
+    const text = typeof program === 'string' ? program : JSON.stringify(program);
     return this.withString(text, (jp) =>
-      this.withBytes(inputs, (p, n) => this.bytes(this.mod._ptl_run_program(jp, p, n), "ptl_run_program")),
+      this.withBytes(inputs, (p, n) => this.bytes(this.mod._ptl_run_program(jp, p, n), 'ptl_run_program')),
     );
   }
   retain(): void {
@@ -527,7 +539,7 @@ function yieldToEventLoop(): Promise<void> {
 
 function abortError(signal: AbortSignal): EngineError {
   const reason: unknown = signal.reason;
-  return new EngineError(reason instanceof Error ? reason.message : "aborted", "abort");
+  return new EngineError(reason instanceof Error ? reason.message : 'aborted', 'abort');
 }
 
 /** One model (weights, optimizer state, data, programs) in a loaded engine module. */
@@ -535,7 +547,11 @@ export class Engine {
   private handle: number;
   private disposed = false;
 
-  private constructor(readonly module: LoadedModule, handle: number, private readonly ownsModule: boolean) {
+  private constructor(
+    readonly module: LoadedModule,
+    handle: number,
+    private readonly ownsModule: boolean,
+  ) {
     this.handle = handle;
     module.retain();
   }
@@ -545,7 +561,7 @@ export class Engine {
     const [module, owns] = load instanceof LoadedModule ? [load, false] : [await loadModule(load), true];
     try {
       const h = module.withString(JSON.stringify(config), (p) => module.mod._ptl_create(p));
-      if (h <= 0) module.fail("ptl_create");
+      if (h <= 0) module.fail('ptl_create');
       return new Engine(module, h, owns);
     } catch (e) {
       if (owns) module.terminate();
@@ -554,13 +570,17 @@ export class Engine {
   }
 
   /** A model from checkpoint bytes (the native .tinygpt format). */
-  static async fromCheckpoint(bytes: Uint8Array, load: LoadOptions | LoadedModule = {}, name = "checkpoint"): Promise<Engine> {
+  static async fromCheckpoint(
+    bytes: Uint8Array,
+    load: LoadOptions | LoadedModule = {},
+    name = 'checkpoint',
+  ): Promise<Engine> {
     const [module, owns] = load instanceof LoadedModule ? [load, false] : [await loadModule(load), true];
     try {
       const h = module.withString(name, (np) =>
         module.withBytes(bytes, (p, n) => module.mod._ptl_create_from_checkpoint(p, n, np)),
       );
-      if (h <= 0) module.fail("ptl_create_from_checkpoint");
+      if (h <= 0) module.fail('ptl_create_from_checkpoint');
       return new Engine(module, h, owns);
     } catch (e) {
       if (owns) module.terminate();
@@ -573,7 +593,7 @@ export class Engine {
   }
 
   private h(): number {
-    if (this.disposed) throw new EngineError("the engine was disposed", "use");
+    if (this.disposed) throw new EngineError('the engine was disposed', 'use');
     return this.handle;
   }
   private get m(): PtlModule {
@@ -581,33 +601,34 @@ export class Engine {
   }
 
   async info(): Promise<EngineInfo> {
-    return this.module.json<EngineInfo>(this.m._ptl_info(this.h()), "ptl_info");
+    return this.module.json<EngineInfo>(this.m._ptl_info(this.h()), 'ptl_info');
   }
 
   /** The text to train on (bytes are tokens); split 90/10 into training and validation. */
   async setCorpus(corpus: Uint8Array | string, valFraction = 0.1): Promise<void> {
     const h = this.h();
     const rc = this.module.withBytes(corpus, (p, n) => this.m._ptl_set_corpus(h, p, n, valFraction));
-    if (rc !== 0) this.module.fail("ptl_set_corpus");
+    if (rc !== 0) this.module.fail('ptl_set_corpus');
   }
 
   /** Changes the schedule (steps, lr, schedule, warmup, min_lr_frac, eval_* , sample_every). */
   async updateTrainConfig(changes: Partial<TrainConfig>): Promise<void> {
     const h = this.h();
     const rc = this.module.withString(JSON.stringify(changes), (p) => this.m._ptl_update_train_config(h, p));
-    if (rc !== 0) this.module.fail("ptl_update_train_config");
+    if (rc !== 0) this.module.fail('ptl_update_train_config');
   }
 
   /** Runs `steps` optimizer steps; returns every step's metrics. */
   async train(steps: number, options: TrainOptions = {}): Promise<StepMetrics[]> {
     const h = this.h();
-    if (!Number.isInteger(steps) || steps < 0) throw new EngineError("steps must be a non-negative integer", "ptl_train");
+    if (!Number.isInteger(steps) || steps < 0)
+      throw new EngineError('steps must be a non-negative integer', 'ptl_train');
     const chunk = Math.max(1, Math.floor(options.stepsPerChunk ?? 1));
     const all: StepMetrics[] = [];
     while (all.length < steps) {
       if (options.signal?.aborted) throw abortError(options.signal);
       const n = Math.min(chunk, steps - all.length);
-      const metrics = this.module.json<StepMetrics[]>(this.m._ptl_train(h, n), "ptl_train");
+      const metrics = this.module.json<StepMetrics[]>(this.m._ptl_train(h, n), 'ptl_train');
       for (const m of metrics) {
         all.push(m);
         options.onProgress?.(m, all.length, steps);
@@ -623,19 +644,19 @@ export class Engine {
    * the steps trained since profiling started (before the change).
    */
   async profile(enable: boolean): Promise<Record<string, number>> {
-    return this.module.json<Record<string, number>>(this.m._ptl_profile(this.h(), enable ? 1 : 0), "ptl_profile");
+    return this.module.json<Record<string, number>>(this.m._ptl_profile(this.h(), enable ? 1 : 0), 'ptl_profile');
   }
 
   /** Loss on the fixed validation windows of the corpus. */
   async validationLoss(): Promise<EvalMetrics> {
-    return this.module.json<EvalMetrics>(this.m._ptl_validation_loss(this.h()), "ptl_validation_loss");
+    return this.module.json<EvalMetrics>(this.m._ptl_validation_loss(this.h()), 'ptl_validation_loss');
   }
 
   /** Mean loss over every byte of a text (as `ptl eval --data`). */
   async evaluate(text: Uint8Array | string): Promise<EvalMetrics> {
     const h = this.h();
     return this.module.withBytes(text, (p, n) =>
-      this.module.json<EvalMetrics>(this.m._ptl_evaluate_text(h, p, n), "ptl_evaluate_text"),
+      this.module.json<EvalMetrics>(this.m._ptl_evaluate_text(h, p, n), 'ptl_evaluate_text'),
     );
   }
 
@@ -650,17 +671,17 @@ export class Engine {
       ...(options.seed !== undefined ? { seed: options.seed } : {}),
     });
     const out: number[] = [];
-    if ((options.mode ?? "callback") === "polling") {
+    if ((options.mode ?? 'callback') === 'polling') {
       const rc = this.module.withString(opts, (op) =>
         this.module.withBytes(prompt, (p, n) => this.m._ptl_generate_start(h, p, n, op)),
       );
-      if (rc !== 0) this.module.fail("ptl_generate_start");
+      if (rc !== 0) this.module.fail('ptl_generate_start');
       try {
         for (;;) {
           if (options.signal?.aborted) throw abortError(options.signal);
           const tok = this.m._ptl_generate_next(h);
           if (tok === -1) break;
-          if (tok < 0) this.module.fail("ptl_generate_next");
+          if (tok < 0) this.module.fail('ptl_generate_next');
           out.push(tok);
           if (options.onToken?.(tok) === false) break;
           await yieldToEventLoop();
@@ -683,12 +704,12 @@ export class Engine {
         }
       };
       const wide = this.module.build.memory64;
-      const fn = this.m.addFunction(cb as (...args: never[]) => unknown, "ii");
+      const fn = this.m.addFunction(cb as (...args: never[]) => unknown, 'ii');
       try {
         const res = this.module.withString(opts, (op) =>
           this.module.withBytes(prompt, (p, n) => this.m._ptl_generate(h, p, n, op, wide ? BigInt(fn) : fn)),
         );
-        if (this.module.addr(res) === 0) this.module.fail("ptl_generate");
+        if (this.module.addr(res) === 0) this.module.fail('ptl_generate');
       } finally {
         this.m.removeFunction(fn);
       }
@@ -696,13 +717,13 @@ export class Engine {
       if (signal?.aborted) throw abortError(signal);
     }
     const tokens = Uint8Array.from(out);
-    return { tokens, text: new TextDecoder("utf-8").decode(tokens) };
+    return { tokens, text: new TextDecoder('utf-8').decode(tokens) };
   }
 
   /** The state as checkpoint bytes (.tinygpt, loadable by native `ptl`). */
   async exportCheckpoint(options: { optimizer?: boolean } = {}): Promise<Uint8Array> {
     const withOpt = options.optimizer ?? true;
-    return this.module.bytes(this.m._ptl_export_checkpoint(this.h(), withOpt ? 1 : 0), "ptl_export_checkpoint");
+    return this.module.bytes(this.m._ptl_export_checkpoint(this.h(), withOpt ? 1 : 0), 'ptl_export_checkpoint');
   }
 
   /** The weights only (a checkpoint without optimizer moments), e.g. a fresh model's initial weights. */
@@ -711,19 +732,19 @@ export class Engine {
   }
 
   /** Replaces the whole state with a checkpoint's; on error nothing changes. */
-  async importCheckpoint(bytes: Uint8Array, name = "checkpoint"): Promise<void> {
+  async importCheckpoint(bytes: Uint8Array, name = 'checkpoint'): Promise<void> {
     const h = this.h();
     const rc = this.module.withString(name, (np) =>
       this.module.withBytes(bytes, (p, n) => this.m._ptl_load_checkpoint(h, p, n, np)),
     );
-    if (rc !== 0) this.module.fail("ptl_load_checkpoint");
+    if (rc !== 0) this.module.fail('ptl_load_checkpoint');
   }
 
   /** The serialised program (Program::to_json) that the engine runs for this model. */
-  async exportProgram(which: ProgramName = "train"): Promise<ProgramJson> {
+  async exportProgram(which: ProgramName = 'train'): Promise<ProgramJson> {
     const h = this.h();
     return this.module.withString(which, (p) =>
-      this.module.json<ProgramJson>(this.m._ptl_export_program(h, p), "ptl_export_program"),
+      this.module.json<ProgramJson>(this.m._ptl_export_program(h, p), 'ptl_export_program'),
     );
   }
 
@@ -737,20 +758,28 @@ export class Engine {
    */
   async nextBatch(): Promise<NextBatch> {
     const h = this.h();
-    const bytes = this.module.bytes(this.m._ptl_next_batch(h), "ptl_next_batch");
+    const bytes = this.module.bytes(this.m._ptl_next_batch(h), 'ptl_next_batch');
     const info = await this.info();
     // tokens then targets, int32 little-endian; with SFT data then the loss mask, float32
     const n = info.train.batch * info.model.ctx;
     const all = new Int32Array(bytes.buffer, bytes.byteOffset, 2 * n);
     const mask = bytes.length === 12 * n ? new Float32Array(bytes.buffer, bytes.byteOffset + 8 * n, n) : undefined;
     const lr = this.lrAt(info.step - 1);
-    return { tokens: all.subarray(0, n), targets: all.subarray(n, 2 * n), ...(mask ? { mask } : {}), batch: info.train.batch, seq: info.model.ctx, step: info.step, lr };
+    return {
+      tokens: all.subarray(0, n),
+      targets: all.subarray(n, 2 * n),
+      ...(mask ? { mask } : {}),
+      batch: info.train.batch,
+      seq: info.model.ctx,
+      step: info.step,
+      lr,
+    };
   }
 
   /** The learning rate of 0-based step `step` (1-based step step + 1) under the current schedule. */
   lrAt(step: number): number {
     const lr = this.m._ptl_lr_at(this.h(), step);
-    if (Number.isNaN(lr)) this.module.fail("ptl_lr_at");
+    if (Number.isNaN(lr)) this.module.fail('ptl_lr_at');
     return lr;
   }
 
@@ -759,7 +788,7 @@ export class Engine {
    * for an executor that decides right after submitting a step, before its loss comes back.
    */
   eventsAfter(step: number): StepEvents {
-    return this.module.json<StepEvents>(this.m._ptl_events_after(this.h(), step), "ptl_events_after");
+    return this.module.json<StepEvents>(this.m._ptl_events_after(this.h(), step), 'ptl_events_after');
   }
 
   /**
@@ -774,7 +803,9 @@ export class Engine {
       grad_norm: r.gradNorm === undefined ? 0 : Number.isFinite(r.gradNorm) ? r.gradNorm : null,
       seconds: r.seconds ?? 0,
     });
-    return this.module.withString(body, (p) => this.module.json<StepEvents>(this.m._ptl_record_step(this.h(), p), "ptl_record_step"));
+    return this.module.withString(body, (p) =>
+      this.module.json<StepEvents>(this.m._ptl_record_step(this.h(), p), 'ptl_record_step'),
+    );
   }
 
   /** Extra events of the training loop: a sample at the last step, a save every N steps. */
@@ -784,18 +815,20 @@ export class Engine {
       ...(options.saveEvery !== undefined ? { save_every: options.saveEvery } : {}),
     });
     const rc = this.module.withString(body, (p) => this.m._ptl_loop_options(this.h(), p));
-    if (rc !== 0) this.module.fail("ptl_loop_options");
+    if (rc !== 0) this.module.fail('ptl_loop_options');
   }
 
   /** The model's state: parameters (LoRA adapters included), then the trainable ones' AdamW moments. */
   tensorNames(): StateTensor[] {
-    return this.module.json<StateTensor[]>(this.m._ptl_tensor_names(this.h()), "ptl_tensor_names");
+    return this.module.json<StateTensor[]>(this.m._ptl_tensor_names(this.h()), 'ptl_tensor_names');
   }
 
   /** A copy of one state tensor (float32). */
   readTensor(name: string): Float32Array {
     const h = this.h();
-    const bytes = this.module.withString(name, (np) => this.module.bytes(this.m._ptl_read_tensor(h, np), "ptl_read_tensor"));
+    const bytes = this.module.withString(name, (np) =>
+      this.module.bytes(this.m._ptl_read_tensor(h, np), 'ptl_read_tensor'),
+    );
     return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
   }
 
@@ -803,13 +836,15 @@ export class Engine {
   writeTensor(name: string, data: Float32Array | Uint8Array): void {
     const h = this.h();
     const bytes = data instanceof Uint8Array ? data : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    const rc = this.module.withString(name, (np) => this.module.withBytes(bytes, (p, n) => this.m._ptl_write_tensor(h, np, p, n)));
-    if (rc !== 0) this.module.fail("ptl_write_tensor");
+    const rc = this.module.withString(name, (np) =>
+      this.module.withBytes(bytes, (p, n) => this.m._ptl_write_tensor(h, np, p, n)),
+    );
+    if (rc !== 0) this.module.fail('ptl_write_tensor');
   }
 
   /** Sets the number of steps done (another executor's count); the data order does not move. */
   setStep(step: number): void {
-    if (this.m._ptl_set_step(this.h(), step) !== 0) this.module.fail("ptl_set_step");
+    if (this.m._ptl_set_step(this.h(), step) !== 0) this.module.fail('ptl_set_step');
   }
 
   /**
@@ -819,7 +854,9 @@ export class Engine {
   async inspect(prompt: Uint8Array | string, options: InspectOptions = {}): Promise<InspectResult> {
     const h = this.h();
     const topK = Math.floor(options.topK ?? 10);
-    const bytes = this.module.withBytes(prompt, (p, n) => this.module.bytes(this.m._ptl_inspect(h, p, n, topK), "ptl_inspect"));
+    const bytes = this.module.withBytes(prompt, (p, n) =>
+      this.module.bytes(this.m._ptl_inspect(h, p, n, topK), 'ptl_inspect'),
+    );
     // u64 header length, JSON header (padded to 8 bytes), float32 [layers, heads, T, T].
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const headerLen = Number(view.getBigUint64(0, true));
@@ -835,7 +872,8 @@ export class Engine {
     const maps: Float32Array[][] = [];
     for (let l = 0; l < layers; l++) {
       const row: Float32Array[] = [];
-      for (let hd = 0; hd < heads; hd++) row.push(attention.subarray((l * heads + hd) * T * T, (l * heads + hd + 1) * T * T));
+      for (let hd = 0; hd < heads; hd++)
+        row.push(attention.subarray((l * heads + hd) * T * T, (l * heads + hd + 1) * T * T));
       maps.push(row);
     }
     return { tokens: Uint8Array.from(header.tokens), top: header.top, layers, heads, T, attention, maps };
@@ -845,30 +883,34 @@ export class Engine {
   async startFinetune(options: FinetuneOptions): Promise<void> {
     const h = this.h();
     const rc = this.module.withString(JSON.stringify(options), (p) => this.m._ptl_start_finetune(h, p));
-    if (rc !== 0) this.module.fail("ptl_start_finetune");
+    if (rc !== 0) this.module.fail('ptl_start_finetune');
   }
 
   /** SFT examples (JSONL: {"prompt","response"} or {"messages":[...]}) instead of the corpus. */
-  async setSftData(jsonl: Uint8Array | string, name = "sft data"): Promise<void> {
+  async setSftData(jsonl: Uint8Array | string, name = 'sft data'): Promise<void> {
     const h = this.h();
-    const rc = this.module.withString(name, (np) => this.module.withBytes(jsonl, (p, n) => this.m._ptl_set_sft_data(h, p, n, np)));
-    if (rc !== 0) this.module.fail("ptl_set_sft_data");
+    const rc = this.module.withString(name, (np) =>
+      this.module.withBytes(jsonl, (p, n) => this.m._ptl_set_sft_data(h, p, n, np)),
+    );
+    if (rc !== 0) this.module.fail('ptl_set_sft_data');
   }
 
   /** The LoRA adapters as an adapter file (`ptl sample --adapter` reads it). */
   async exportAdapter(): Promise<Uint8Array> {
-    return this.module.bytes(this.m._ptl_export_adapter(this.h()), "ptl_export_adapter");
+    return this.module.bytes(this.m._ptl_export_adapter(this.h()), 'ptl_export_adapter');
   }
 
   /** Adapters trained on this model's base; refused (nothing changes) for another base. */
-  async loadAdapter(bytes: Uint8Array, name = "adapter"): Promise<void> {
+  async loadAdapter(bytes: Uint8Array, name = 'adapter'): Promise<void> {
     const h = this.h();
-    const rc = this.module.withString(name, (np) => this.module.withBytes(bytes, (p, n) => this.m._ptl_load_adapter(h, p, n, np)));
-    if (rc !== 0) this.module.fail("ptl_load_adapter");
+    const rc = this.module.withString(name, (np) =>
+      this.module.withBytes(bytes, (p, n) => this.m._ptl_load_adapter(h, p, n, np)),
+    );
+    if (rc !== 0) this.module.fail('ptl_load_adapter');
   }
 
   async loraInfo(): Promise<LoraInfo> {
-    return this.module.json<LoraInfo>(this.m._ptl_lora_info(this.h()), "ptl_lora_info");
+    return this.module.json<LoraInfo>(this.m._ptl_lora_info(this.h()), 'ptl_lora_info');
   }
 
   /** Frees the model; when this engine loaded its own module, stops the module's threads too. */

@@ -33,11 +33,13 @@ class Reader {
   constructor(readonly b: Uint8Array) {}
   byte(): number {
     const v = this.b[this.pos++];
-    if (v === undefined) throw new Error("truncated WebAssembly module");
+    if (v === undefined) throw new Error('truncated WebAssembly module');
     return v;
   }
   u32(): number {
-    let result = 0, shift = 0, byte: number;
+    let result = 0,
+      shift = 0,
+      byte: number;
     do {
       byte = this.byte();
       result += (byte & 0x7f) * 2 ** shift;
@@ -79,7 +81,9 @@ export function readSignatures(binary: Uint8Array): Signatures {
       }
     } else if (id === 2) {
       for (let n = r.u32(); n > 0; n--) {
-        const mod = r.name(), name = r.name(), kind = r.byte();
+        const mod = r.name(),
+          name = r.name(),
+          kind = r.byte();
         if (kind === 0) {
           const t = r.u32();
           funcTypes.push(t);
@@ -98,7 +102,9 @@ export function readSignatures(binary: Uint8Array): Signatures {
       for (let n = r.u32(); n > 0; n--) funcTypes.push(r.u32());
     } else if (id === 7) {
       for (let n = r.u32(); n > 0; n--) {
-        const name = r.name(), kind = r.byte(), index = r.u32();
+        const name = r.name(),
+          kind = r.byte(),
+          index = r.u32();
         if (kind === 0) exportsList.push([name, index]);
       }
     }
@@ -115,12 +121,13 @@ export function readSignatures(binary: Uint8Array): Signatures {
 
 type AnyFn = (...args: unknown[]) => unknown;
 
-const toNumber = (v: unknown): unknown => (typeof v === "bigint" ? Number(v) : v);
-const toBigInt = (v: unknown): unknown => (typeof v === "number" ? BigInt(Math.trunc(v)) : typeof v === "boolean" ? BigInt(v ? 1 : 0) : v);
+const toNumber = (v: unknown): unknown => (typeof v === 'bigint' ? Number(v) : v);
+const toBigInt = (v: unknown): unknown =>
+  typeof v === 'number' ? BigInt(Math.trunc(v)) : typeof v === 'boolean' ? BigInt(v ? 1 : 0) : v;
 
 function wrapImport(name: string, fn: AnyFn, type: FuncType): AnyFn {
   const i64Result = type.results[0] === I64;
-  const invoke = name.startsWith("invoke_");
+  const invoke = name.startsWith('invoke_');
   const i64Params = type.params.map((p) => p === I64);
   if (!i64Result && !i64Params.some(Boolean)) return fn;
   return function (this: unknown, ...args: unknown[]) {
@@ -154,14 +161,14 @@ function wrapExport(fn: AnyFn, type: FuncType): AnyFn {
  */
 function adaptMemory(memory: WebAssembly.Memory): WebAssembly.Memory {
   const grow = WebAssembly.Memory.prototype.grow;
-  Object.defineProperty(memory, "grow", {
+  Object.defineProperty(memory, 'grow', {
     configurable: true,
     value(delta: number | bigint): number {
       let old: unknown;
       try {
         old = grow.call(memory, delta as number);
       } catch (e) {
-        if (!(e instanceof TypeError) || typeof delta !== "number") throw e;
+        if (!(e instanceof TypeError) || typeof delta !== 'number') throw e;
         old = grow.call(memory, BigInt(delta) as unknown as number);
       }
       return Number(old);
@@ -178,30 +185,33 @@ function adaptMemory(memory: WebAssembly.Memory): WebAssembly.Memory {
  */
 export function memory64Instantiator(binary: Uint8Array, onError: (e: unknown) => void) {
   const sigs = readSignatures(binary);
-  return (imports: Record<string, Record<string, unknown>>, receive: (instance: { exports: Record<string, unknown> }, module: WebAssembly.Module) => void) => {
+  return (
+    imports: Record<string, Record<string, unknown>>,
+    receive: (instance: { exports: Record<string, unknown> }, module: WebAssembly.Module) => void,
+  ) => {
     const adapted: Record<string, Record<string, unknown>> = {};
     for (const [mod, entries] of Object.entries(imports)) {
       adapted[mod] = {};
       for (const [name, value] of Object.entries(entries)) {
         const type = sigs.imports.get(`${mod}.${name}`);
-        adapted[mod]![name] = typeof value === "function" && type ? wrapImport(name, value as AnyFn, type) : value;
+        adapted[mod]![name] = typeof value === 'function' && type ? wrapImport(name, value as AnyFn, type) : value;
       }
     }
-    WebAssembly.instantiate(binary as Uint8Array<ArrayBuffer>, adapted as WebAssembly.Imports).then(
-      ({ instance, module }) => {
+    WebAssembly.instantiate(binary as Uint8Array<ArrayBuffer>, adapted as WebAssembly.Imports)
+      .then(({ instance, module }) => {
         const exports: Record<string, unknown> = {};
         for (const [name, value] of Object.entries(instance.exports)) {
           const type = sigs.exports.get(name);
           exports[name] =
             value instanceof WebAssembly.Memory
               ? adaptMemory(value)
-              : typeof value === "function" && type
+              : typeof value === 'function' && type
                 ? wrapExport(value as AnyFn, type)
                 : value;
         }
         receive({ exports }, module);
-      },
-    ).catch(onError);
+      })
+      .catch(onError);
     return {}; // asynchronous instantiation
   };
 }

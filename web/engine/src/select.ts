@@ -12,7 +12,7 @@
 //   toolchain: see docs/wasm.md). Otherwise the best wasm32 build, with a note when the model may
 //   not fit.
 
-export type Variant = "scalar" | "simd" | "simd-threads" | "memory64";
+export type Variant = 'scalar' | 'simd' | 'simd-threads' | 'memory64';
 
 export interface Capabilities {
   simd: boolean;
@@ -66,7 +66,7 @@ export const WASM32_STATE_LIMIT = 2 * GiB;
 
 function validate(bytes: Uint8Array<ArrayBuffer>): boolean {
   try {
-    return typeof WebAssembly === "object" && WebAssembly.validate(bytes);
+    return typeof WebAssembly === 'object' && WebAssembly.validate(bytes);
   } catch {
     return false;
   }
@@ -79,12 +79,12 @@ export function detectCapabilities(): Capabilities {
     navigator?: { hardwareConcurrency?: number };
     SharedArrayBuffer?: unknown;
   };
-  const node = typeof g.process?.versions?.node === "string";
+  const node = typeof g.process?.versions?.node === 'string';
   const coi = g.crossOriginIsolated === true;
   let shared: boolean;
   try {
     shared =
-      typeof g.SharedArrayBuffer === "function" &&
+      typeof g.SharedArrayBuffer === 'function' &&
       new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true }).buffer instanceof SharedArrayBuffer;
   } catch {
     shared = false;
@@ -103,7 +103,7 @@ export function detectCapabilities(): Capabilities {
 // synchronously. Otherwise 4 (loadModule counts the cores itself when it loads a build).
 function nodeCores(): number | undefined {
   const proc = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
-  const os = proc?.getBuiltinModule?.("node:os") as { availableParallelism?: () => number } | undefined;
+  const os = proc?.getBuiltinModule?.('node:os') as { availableParallelism?: () => number } | undefined;
   return os?.availableParallelism?.();
 }
 
@@ -115,7 +115,11 @@ function nodeCores(): number | undefined {
  * for the runtime (the same margins as wasm/api.cpp's heap reservation).
  */
 export function estimateStateBytes(model: ModelShape, batch: number): number {
-  const V = model.vocab_size ?? 256, d = model.d_model, T = model.ctx, L = model.n_layers, H = model.n_heads;
+  const V = model.vocab_size ?? 256,
+    d = model.d_model,
+    T = model.ctx,
+    L = model.n_layers,
+    H = model.n_heads;
   const params = V * d + T * d + 2 * d + L * (12 * d * d + 13 * d);
   const tokens = batch * T;
   const activations = tokens * (L * (22 * d + 2 * H) + 4 * d + 3 * V) * 4;
@@ -128,40 +132,47 @@ function fmtGiB(bytes: number): string {
 }
 
 export function selectBuild(request: SelectRequest = {}, caps: Capabilities = detectCapabilities()): BuildChoice {
-  const available = new Set<Variant>(request.available ?? ["scalar", "simd", "simd-threads", "memory64"]);
+  const available = new Set<Variant>(request.available ?? ['scalar', 'simd', 'simd-threads', 'memory64']);
   const bytes = request.stateBytes ?? (request.model ? estimateStateBytes(request.model, request.batch ?? 16) : 0);
   const cores = Math.max(1, Math.min(16, caps.hardwareConcurrency));
   const notes: string[] = [];
   const choose = (variant: Variant, why: string): BuildChoice => ({
     variant,
-    reason: [why, ...notes].join("; "),
-    threads: variant === "simd-threads" ? cores : 1,
+    reason: [why, ...notes].join('; '),
+    threads: variant === 'simd-threads' ? cores : 1,
     stateBytes: bytes,
     capabilities: caps,
   });
 
   if (bytes > WASM32_STATE_LIMIT) {
     const need = `the model needs about ${fmtGiB(bytes)}, more than the ${fmtGiB(WASM32_STATE_LIMIT)} a 32-bit build should hold`;
-    if (caps.memory64 && available.has("memory64"))
-      return choose("memory64", `${need}: Memory64 (64-bit heap; single thread, no SIMD in this build)`);
+    if (caps.memory64 && available.has('memory64'))
+      return choose('memory64', `${need}: Memory64 (64-bit heap; single thread, no SIMD in this build)`);
     notes.push(
       `${need}, and Memory64 is ${
-        !available.has("memory64")
-          ? "not built"
-          : "not supported here (Node 20 needs --experimental-wasm-memory64)"
+        !available.has('memory64') ? 'not built' : 'not supported here (Node 20 needs --experimental-wasm-memory64)'
       }: the model may not fit`,
     );
   }
-  if (caps.simd && caps.threads && available.has("simd-threads"))
-    return choose("simd-threads", `SIMD and shared memory are available${caps.node ? " (Node)" : " and the page is cross-origin isolated"}: SIMD with ${cores} threads`);
-  if (caps.simd && available.has("simd")) {
+  if (caps.simd && caps.threads && available.has('simd-threads'))
+    return choose(
+      'simd-threads',
+      `SIMD and shared memory are available${caps.node ? ' (Node)' : ' and the page is cross-origin isolated'}: SIMD with ${cores} threads`,
+    );
+  if (caps.simd && available.has('simd')) {
     const why = caps.node
-      ? "shared memory is not available"
+      ? 'shared memory is not available'
       : caps.crossOriginIsolated
-        ? "shared WebAssembly memory is not available"
-        : "the page is not cross-origin isolated (serve it with COOP: same-origin and COEP: require-corp for threads)";
-    return choose("simd", `SIMD is available but ${why}: SIMD, single thread`);
+        ? 'shared WebAssembly memory is not available'
+        : 'the page is not cross-origin isolated (serve it with COOP: same-origin and COEP: require-corp for threads)';
+    return choose('simd', `SIMD is available but ${why}: SIMD, single thread`);
   }
-  if (available.has("scalar")) return choose("scalar", caps.simd ? "no SIMD build available: scalar, single thread" : "this engine does not support WebAssembly SIMD: scalar, single thread");
-  throw new Error("selectBuild: none of the available builds can run here");
+  if (available.has('scalar'))
+    return choose(
+      'scalar',
+      caps.simd
+        ? 'no SIMD build available: scalar, single thread'
+        : 'this engine does not support WebAssembly SIMD: scalar, single thread',
+    );
+  throw new Error('selectBuild: none of the available builds can run here');
 }

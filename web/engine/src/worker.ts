@@ -39,11 +39,11 @@ import {
   type ProgramName,
   type StepMetrics,
   type TrainConfig,
-} from "./engine.js";
+} from './engine.js';
 
 /** Each method: its params and its result. */
 export interface Methods {
-  load: { params: Omit<LoadOptions, "factory" | "print">; result: BuildInfo };
+  load: { params: Omit<LoadOptions, 'factory' | 'print'>; result: BuildInfo };
   create: { params: { config: CreateConfig }; result: EngineInfo };
   fromCheckpoint: { params: { bytes: Uint8Array; name?: string }; result: EngineInfo };
   info: { params: Record<string, never>; result: EngineInfo };
@@ -54,7 +54,14 @@ export interface Methods {
   profile: { params: { enable: boolean }; result: Record<string, number> };
   evaluate: { params: { text: Uint8Array | string }; result: EvalMetrics };
   generate: {
-    params: { prompt: Uint8Array | string; maxTokens?: number; temperature?: number; topK?: number; topP?: number; seed?: number };
+    params: {
+      prompt: Uint8Array | string;
+      maxTokens?: number;
+      temperature?: number;
+      topK?: number;
+      topP?: number;
+      seed?: number;
+    };
     result: { tokens: Uint8Array; text: string };
   };
   exportCheckpoint: { params: { optimizer?: boolean }; result: Uint8Array };
@@ -79,10 +86,14 @@ export type Method = keyof Methods;
 export interface Request<M extends Method = Method> {
   id: number;
   method: M;
-  params: Methods[M]["params"];
+  params: Methods[M]['params'];
 }
-export type ProgressEvent = { id: number; event: "progress"; data: { metrics: StepMetrics; done: number; total: number } };
-export type TokenEvent = { id: number; event: "token"; data: { token: number } };
+export type ProgressEvent = {
+  id: number;
+  event: 'progress';
+  data: { metrics: StepMetrics; done: number; total: number };
+};
+export type TokenEvent = { id: number; event: 'token'; data: { token: number } };
 export type Reply =
   | { id: number; ok: true; result: unknown }
   | { id: number; ok: false; error: { name: string; message: string; call: string } }
@@ -92,7 +103,7 @@ export type Reply =
 /** What serveEngine needs from a worker scope (a DedicatedWorkerGlobalScope or a MessagePort-like). */
 export interface Port {
   postMessage(message: unknown, transfer?: Transferable[]): void;
-  addEventListener(type: "message", listener: (ev: { data: unknown }) => void): void;
+  addEventListener(type: 'message', listener: (ev: { data: unknown }) => void): void;
 }
 
 // Results whose large buffers move to the page instead of being copied: bytes (checkpoints,
@@ -112,11 +123,11 @@ export function serveEngine(port: Port): void {
   let queue: Promise<void> = Promise.resolve();
 
   const needModule = (): LoadedModule => {
-    if (!module) throw new EngineError("no engine loaded: send 'load' first", "worker");
+    if (!module) throw new EngineError("no engine loaded: send 'load' first", 'worker');
     return module;
   };
   const needEngine = (): Engine => {
-    if (!engine) throw new EngineError("no model: send 'create' or 'fromCheckpoint' first", "worker");
+    if (!engine) throw new EngineError("no model: send 'create' or 'fromCheckpoint' first", 'worker');
     return engine;
   };
   const replace = (next: Engine): Engine => {
@@ -128,101 +139,102 @@ export function serveEngine(port: Port): void {
   async function handle(req: Request): Promise<unknown> {
     const signal = abort?.signal;
     switch (req.method) {
-      case "load": {
-        if (module) throw new EngineError("an engine is already loaded in this worker", "worker");
-        module = await loadModule(req.params as Methods["load"]["params"]);
+      case 'load': {
+        if (module) throw new EngineError('an engine is already loaded in this worker', 'worker');
+        module = await loadModule(req.params as Methods['load']['params']);
         return module.build;
       }
-      case "create":
-        return replace(await Engine.create((req.params as Methods["create"]["params"]).config, needModule())).info();
-      case "fromCheckpoint": {
-        const p = req.params as Methods["fromCheckpoint"]["params"];
+      case 'create':
+        return replace(await Engine.create((req.params as Methods['create']['params']).config, needModule())).info();
+      case 'fromCheckpoint': {
+        const p = req.params as Methods['fromCheckpoint']['params'];
         return replace(await Engine.fromCheckpoint(p.bytes, needModule(), p.name)).info();
       }
-      case "info":
+      case 'info':
         return needEngine().info();
-      case "setCorpus": {
-        const p = req.params as Methods["setCorpus"]["params"];
+      case 'setCorpus': {
+        const p = req.params as Methods['setCorpus']['params'];
         await needEngine().setCorpus(p.corpus, p.valFraction);
         return null;
       }
-      case "updateTrainConfig":
-        await needEngine().updateTrainConfig((req.params as Methods["updateTrainConfig"]["params"]).changes);
+      case 'updateTrainConfig':
+        await needEngine().updateTrainConfig((req.params as Methods['updateTrainConfig']['params']).changes);
         return null;
-      case "train": {
-        const p = req.params as Methods["train"]["params"];
+      case 'train': {
+        const p = req.params as Methods['train']['params'];
         return needEngine().train(p.steps, {
           stepsPerChunk: p.stepsPerChunk,
           signal,
-          onProgress: (metrics, done, total) => port.postMessage({ id: req.id, event: "progress", data: { metrics, done, total } }),
+          onProgress: (metrics, done, total) =>
+            port.postMessage({ id: req.id, event: 'progress', data: { metrics, done, total } }),
         });
       }
-      case "validationLoss":
+      case 'validationLoss':
         return needEngine().validationLoss();
-      case "profile":
-        return needEngine().profile((req.params as Methods["profile"]["params"]).enable);
-      case "evaluate":
-        return needEngine().evaluate((req.params as Methods["evaluate"]["params"]).text);
-      case "generate": {
-        const { prompt, ...opts } = req.params as Methods["generate"]["params"];
+      case 'profile':
+        return needEngine().profile((req.params as Methods['profile']['params']).enable);
+      case 'evaluate':
+        return needEngine().evaluate((req.params as Methods['evaluate']['params']).text);
+      case 'generate': {
+        const { prompt, ...opts } = req.params as Methods['generate']['params'];
         return needEngine().generate(prompt, {
           ...opts,
-          mode: "polling", // yields between tokens, so an "abort" message can arrive
+          mode: 'polling', // yields between tokens, so an "abort" message can arrive
           signal,
-          onToken: (token) => port.postMessage({ id: req.id, event: "token", data: { token } }),
+          onToken: (token) => port.postMessage({ id: req.id, event: 'token', data: { token } }),
         });
       }
-      case "exportCheckpoint":
-        return needEngine().exportCheckpoint(req.params as Methods["exportCheckpoint"]["params"]);
-      case "importCheckpoint": {
-        const p = req.params as Methods["importCheckpoint"]["params"];
+      case 'exportCheckpoint':
+        return needEngine().exportCheckpoint(req.params as Methods['exportCheckpoint']['params']);
+      case 'importCheckpoint': {
+        const p = req.params as Methods['importCheckpoint']['params'];
         await needEngine().importCheckpoint(p.bytes, p.name);
         return needEngine().info();
       }
-      case "exportProgram":
-        return needEngine().exportProgram((req.params as Methods["exportProgram"]["params"]).which);
-      case "nextBatch":
+      case 'exportProgram':
+        return needEngine().exportProgram((req.params as Methods['exportProgram']['params']).which);
+      case 'nextBatch':
         return needEngine().nextBatch();
-      case "eventsAfter":
-        return needEngine().eventsAfter((req.params as Methods["eventsAfter"]["params"]).step);
-      case "recordStep":
-        return needEngine().recordStep(req.params as Methods["recordStep"]["params"]);
-      case "loopOptions":
-        needEngine().loopOptions(req.params as Methods["loopOptions"]["params"]);
+      case 'eventsAfter':
+        return needEngine().eventsAfter((req.params as Methods['eventsAfter']['params']).step);
+      case 'recordStep':
+        return needEngine().recordStep(req.params as Methods['recordStep']['params']);
+      case 'loopOptions':
+        needEngine().loopOptions(req.params as Methods['loopOptions']['params']);
         return null;
-      case "tensorNames":
+      case 'tensorNames':
         return needEngine().tensorNames();
-      case "readTensor":
-        return needEngine().readTensor((req.params as Methods["readTensor"]["params"]).name);
-      case "writeTensor": {
-        const p = req.params as Methods["writeTensor"]["params"];
+      case 'readTensor':
+        return needEngine().readTensor((req.params as Methods['readTensor']['params']).name);
+      case 'writeTensor': {
+        const p = req.params as Methods['writeTensor']['params'];
         needEngine().writeTensor(p.name, p.data);
         return null;
       }
-      case "setStep":
-        needEngine().setStep((req.params as Methods["setStep"]["params"]).step);
+      case 'setStep':
+        needEngine().setStep((req.params as Methods['setStep']['params']).step);
         return null;
-      case "inspect": {
-        const p = req.params as Methods["inspect"]["params"];
+      case 'inspect': {
+        const p = req.params as Methods['inspect']['params'];
         return needEngine().inspect(p.prompt, { topK: p.topK });
       }
-      case "runProgram": {
-        const p = req.params as Methods["runProgram"]["params"];
+      case 'runProgram': {
+        const p = req.params as Methods['runProgram']['params'];
         return needModule().runProgram(p.program, p.inputs);
       }
-      case "dispose":
+      case 'dispose':
         engine?.dispose();
         engine = null;
         return null;
       default:
-        throw new EngineError(`unknown method '${String(req.method)}'`, "worker");
+        throw new EngineError(`unknown method '${String(req.method)}'`, 'worker');
     }
   }
 
-  port.addEventListener("message", (ev) => {
+  port.addEventListener('message', (ev) => {
     const req = ev.data as Request;
-    if (req.method === "abort") {
-      abort?.abort(new EngineError("aborted", "abort"));
+    if (req.method === 'abort') {
+      abort?.abort(new EngineError('aborted', 'abort'));
       port.postMessage({ id: req.id, ok: true, result: null });
       return;
     }
@@ -233,7 +245,8 @@ export function serveEngine(port: Port): void {
         const transfer = transferables(result);
         port.postMessage({ id: req.id, ok: true, result }, transfer);
       } catch (e) {
-        const err = e instanceof EngineError ? e : new EngineError(e instanceof Error ? e.message : String(e), "worker");
+        const err =
+          e instanceof EngineError ? e : new EngineError(e instanceof Error ? e.message : String(e), 'worker');
         port.postMessage({ id: req.id, ok: false, error: { name: err.name, message: err.message, call: err.call } });
       } finally {
         abort = null;
@@ -245,14 +258,17 @@ export function serveEngine(port: Port): void {
 /** Runs on the page: a typed client for a worker that called serveEngine. */
 export class EngineClient {
   private next = 1;
-  private pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; onEvent?: (ev: ProgressEvent | TokenEvent) => void }>();
+  private pending = new Map<
+    number,
+    { resolve: (v: unknown) => void; reject: (e: Error) => void; onEvent?: (ev: ProgressEvent | TokenEvent) => void }
+  >();
 
   constructor(private readonly port: Port) {
-    port.addEventListener("message", (ev) => {
+    port.addEventListener('message', (ev) => {
       const msg = ev.data as Reply;
       const p = this.pending.get(msg.id);
       if (!p) return;
-      if ("event" in msg) {
+      if ('event' in msg) {
         p.onEvent?.(msg);
         return;
       }
@@ -262,9 +278,13 @@ export class EngineClient {
     });
   }
 
-  call<M extends Method>(method: M, params: Methods[M]["params"], onEvent?: (ev: ProgressEvent | TokenEvent) => void): Promise<Methods[M]["result"]> {
+  call<M extends Method>(
+    method: M,
+    params: Methods[M]['params'],
+    onEvent?: (ev: ProgressEvent | TokenEvent) => void,
+  ): Promise<Methods[M]['result']> {
     const id = this.next++;
-    return new Promise<Methods[M]["result"]>((resolve, reject) => {
+    return new Promise<Methods[M]['result']>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onEvent });
       this.port.postMessage({ id, method, params } satisfies Request<M>);
     });

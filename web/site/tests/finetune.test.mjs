@@ -14,7 +14,8 @@ function styleText() {
   const animals = ['cat', 'dog', 'fox', 'owl', 'hen', 'cow'];
   const places = ['mat', 'log', 'box', 'hill', 'barn', 'pond'];
   const lines = [];
-  for (let i = 0; i < 1200; i++) lines.push(`the ${animals[i % 6]} sat on the ${places[(i * 7) % 6]}. it was a good day.`);
+  for (let i = 0; i < 1200; i++)
+    lines.push(`the ${animals[i % 6]} sat on the ${places[(i * 7) % 6]}. it was a good day.`);
   return lines.join('\n') + '\n';
 }
 
@@ -28,7 +29,18 @@ test('Fine-tune: LoRA on the pretrained model, side-by-side samples, adapter out
   fs.writeFileSync(bad, '{"prompt": "a", "response": "b"}\n{"prompt": "c", "response": \n');
   // An adapter trained natively on another base.
   ptl(['init', '--preset', 'tiny', '--seed', '5', '--out', path.join(dir, 'other.tinygpt')]);
-  ptl(['lora', 'train', '--base', path.join(dir, 'other.tinygpt'), '--data', text, '--steps', '2', '--out', path.join(dir, 'other-lora')]);
+  ptl([
+    'lora',
+    'train',
+    '--base',
+    path.join(dir, 'other.tinygpt'),
+    '--data',
+    text,
+    '--steps',
+    '2',
+    '--out',
+    path.join(dir, 'other-lora'),
+  ]);
 
   const s = await openSite({ ignore: [] });
   const { page } = s;
@@ -67,14 +79,23 @@ test('Fine-tune: LoRA on the pretrained model, side-by-side samples, adapter out
     assert.equal(cpu20.where, 'WebAssembly', cpu20.summary);
     assert.equal(cpu20.before, gpu.before, 'the same base loss');
     assert.ok(cpu20.after < cpu20.before, `20 steps lower the held-out loss: ${cpu20.summary}`);
-    assert.ok(Math.abs(cpu20.after - gpu.after) / cpu20.after < 0.005, `WebGPU ${gpu.after} and WebAssembly ${cpu20.after} agree within 0.5%`);
+    assert.ok(
+      Math.abs(cpu20.after - gpu.after) / cpu20.after < 0.005,
+      `WebGPU ${gpu.after} and WebAssembly ${cpu20.after} agree within 0.5%`,
+    );
 
     // A longer run on WebAssembly: the adapter learns the new text.
     // (Measured: 4.68 -> 4.49 after 150 steps on this barely trained 60-step base; the CLI demo
     // in docs/post-training.md shows what a trained base gains.)
     const long = await fineTune('wasm-threads', 150);
-    assert.ok(long.after < long.before - 0.1, `the held-out loss on the new text falls by at least 0.1 nats: ${long.summary}`);
-    assert.match(long.summary, /LoRA rank 2, alpha 8 on fc_in, fc_out, k, o, q, v: [\d,]+ trainable parameters \(\d+\.\d+% of the base's/);
+    assert.ok(
+      long.after < long.before - 0.1,
+      `the held-out loss on the new text falls by at least 0.1 nats: ${long.summary}`,
+    );
+    assert.match(
+      long.summary,
+      /LoRA rank 2, alpha 8 on fc_in, fc_out, k, o, q, v: [\d,]+ trainable parameters \(\d+\.\d+% of the base's/,
+    );
 
     await page.click('#ft-compare');
     await page.waitForFunction(() => document.getElementById('ft-out-tuned').textContent.length > 0);
@@ -92,14 +113,21 @@ test('Fine-tune: LoRA on the pretrained model, side-by-side samples, adapter out
     assert.match(about, /trained: +\d+ steps on style\.txt/, 'the adapter names the data it was trained on');
 
     await page.setInputFiles('#ft-adapter-file', adapter);
-    await page.waitForFunction(() => document.getElementById('ft-status').textContent.startsWith('Loaded adapter.tinygpt-lora'));
+    await page.waitForFunction(() =>
+      document.getElementById('ft-status').textContent.startsWith('Loaded adapter.tinygpt-lora'),
+    );
     await page.setInputFiles('#ft-adapter-file', path.join(dir, 'other-lora', 'adapter.tinygpt-lora'));
     await page.waitForFunction(() => document.getElementById('ft-status').className.includes('error'));
-    assert.match(await page.textContent('#ft-status'), /Could not load adapter\.tinygpt-lora: .*base.*Nothing changed/i);
+    assert.match(
+      await page.textContent('#ft-status'),
+      /Could not load adapter\.tinygpt-lora: .*base.*Nothing changed/i,
+    );
 
     await page.setInputFiles('#ft-file', bad);
     await page.click('#ft-start');
-    await page.waitForFunction(() => document.getElementById('ft-status').className.includes('error') && document.body.dataset.ft !== 'training');
+    await page.waitForFunction(
+      () => document.getElementById('ft-status').className.includes('error') && document.body.dataset.ft !== 'training',
+    );
     assert.match(await page.textContent('#ft-status'), /Fine-tuning failed: .*bad\.jsonl.*line 2/);
     s.assertNoErrors('the Fine-tune panel');
   } finally {

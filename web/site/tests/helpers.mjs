@@ -29,7 +29,8 @@ export function corpusPath() {
 
 /** Opens the site in Chromium. `ignore`: console messages that a test expects. */
 export async function openSite({ isolated = true, route = '/', width = 1440, height = 1000, ignore = [] } = {}) {
-  if (!fs.existsSync(path.join(DIST, 'index.html'))) throw new Error(`${DIST} has no built site: run web/site/tests/run.sh`);
+  if (!fs.existsSync(path.join(DIST, 'index.html')))
+    throw new Error(`${DIST} has no built site: run web/site/tests/run.sh`);
   const server = await startServer({ mounts: { '/': DIST }, isolated });
   let browser;
   try {
@@ -40,7 +41,10 @@ export async function openSite({ isolated = true, route = '/', width = 1440, hei
     await page.goto(server.url + route);
     const filtered = () => errors.filter((e) => !ignore.some((re) => re.test(e)));
     return {
-      page, server, browser, errors,
+      page,
+      server,
+      browser,
+      errors,
       assertNoErrors: (what = route) => assertNoErrors(filtered(), what),
       close: async () => {
         await browser.close();
@@ -61,7 +65,10 @@ export async function waitReady(page) {
 
 /** Waits until no training or sampling runs and the run reached `step`. */
 export async function waitIdleAt(page, step) {
-  await page.waitForFunction((s) => document.body.dataset.state === 'ready' && Number(document.body.dataset.step ?? 0) >= s, step);
+  await page.waitForFunction(
+    (s) => document.body.dataset.state === 'ready' && Number(document.body.dataset.step ?? 0) >= s,
+    step,
+  );
 }
 
 export async function shoot(page, name) {

@@ -57,10 +57,20 @@ test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; downl
     // training keeps using; a binary file loads with a warning.
     await page.check('input[name="corpus"][value="upload"]');
     await page.setInputFiles('#corpus-file', { name: 'empty.txt', mimeType: 'text/plain', buffer: Buffer.alloc(0) });
-    await page.waitForFunction(() => /Could not use empty\.txt: .*Training still uses TinyShakespeare/.test(document.getElementById('corpus-info').textContent));
+    await page.waitForFunction(() =>
+      /Could not use empty\.txt: .*Training still uses TinyShakespeare/.test(
+        document.getElementById('corpus-info').textContent,
+      ),
+    );
     const noise = Buffer.from(Array.from({ length: 4000 }, (_, i) => (i * 97 + 13) & 255));
-    await page.setInputFiles('#corpus-file', { name: 'noise.bin', mimeType: 'application/octet-stream', buffer: noise });
-    await page.waitForFunction(() => /^noise\.bin: 4,000 bytes .*not UTF-8 text/.test(document.getElementById('corpus-info').textContent));
+    await page.setInputFiles('#corpus-file', {
+      name: 'noise.bin',
+      mimeType: 'application/octet-stream',
+      buffer: noise,
+    });
+    await page.waitForFunction(() =>
+      /^noise\.bin: 4,000 bytes .*not UTF-8 text/.test(document.getElementById('corpus-info').textContent),
+    );
     await page.check('input[name="corpus"][value="shakespeare"]');
     await page.waitForFunction(() => document.body.dataset.corpus === 'TinyShakespeare');
     await train(page, { steps: 30, backend: 'wasm-threads' });
@@ -76,7 +86,11 @@ test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; downl
     // Sampling streams and reports its speed.
     await page.fill('#length', '60');
     await page.click('#generate');
-    await page.waitForFunction(() => document.body.dataset.state === 'ready' && document.getElementById('gen-stats').textContent.includes('tokens/s'));
+    await page.waitForFunction(
+      () =>
+        document.body.dataset.state === 'ready' &&
+        document.getElementById('gen-stats').textContent.includes('tokens/s'),
+    );
     assert.ok((await page.textContent('#gen-out')).startsWith('ROMEO:'));
     assert.match(await page.textContent('#gen-stats'), /^60 bytes in .* first token after \d+ ms/);
 
@@ -101,11 +115,15 @@ test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; downl
     assert.ok(Number(await page.getAttribute('body', 'data-history-rows')) > 0, 'loss history rows drawn');
     const last = info.last_loss;
     assert.equal(last.step, 30);
-    assert.equal(await page.textContent('#s-loss'), last.train_loss.toFixed(4), 'train loss box: the checkpoint\'s');
-    assert.equal(await page.textContent('#s-val'), last.val_loss.toFixed(4), 'val loss box: the checkpoint\'s');
+    assert.equal(await page.textContent('#s-loss'), last.train_loss.toFixed(4), "train loss box: the checkpoint's");
+    assert.equal(await page.textContent('#s-val'), last.val_loss.toFixed(4), "val loss box: the checkpoint's");
 
     // A corrupt file: a clear error, and the current model is still there.
-    await page.setInputFiles('#open-file', { name: 'broken.tinygpt', mimeType: 'application/octet-stream', buffer: Buffer.from('this is not a checkpoint at all, just text') });
+    await page.setInputFiles('#open-file', {
+      name: 'broken.tinygpt',
+      mimeType: 'application/octet-stream',
+      buffer: Buffer.from('this is not a checkpoint at all, just text'),
+    });
     await page.waitForFunction(() => document.getElementById('status').textContent.includes('broken.tinygpt'));
     const err = await page.textContent('#status');
     assert.match(err, /Could not open broken\.tinygpt: .+\. The current model is unchanged/);
@@ -113,7 +131,11 @@ test('WebAssembly: Tiny trains 30 steps, the loss falls, a sample appears; downl
     await shoot(page, 'playground-corrupt-file-1440');
     await page.fill('#length', '10');
     await page.click('#generate');
-    await page.waitForFunction(() => document.body.dataset.state === 'ready' && document.getElementById('gen-stats').textContent.startsWith('10 bytes'));
+    await page.waitForFunction(
+      () =>
+        document.body.dataset.state === 'ready' &&
+        document.getElementById('gen-stats').textContent.startsWith('10 bytes'),
+    );
     s.assertNoErrors('the playground (WebAssembly)');
   } finally {
     await s.close();
@@ -147,33 +169,60 @@ test('WebGPU (SwiftShader): auto skips a software adapter; chosen, Tiny trains 3
     assert.equal(info.has_optimizer_state, true, 'AdamW moments in the WebGPU checkpoint');
     const ls = await losses(page);
     assert.equal(info.last_loss.step, 30);
-    assert.ok(Math.abs(info.last_loss.train_loss - ls[29]) < 1e-6, `last train loss ${info.last_loss.train_loss} is the GPU's ${ls[29]}`);
+    assert.ok(
+      Math.abs(info.last_loss.train_loss - ls[29]) < 1e-6,
+      `last train loss ${info.last_loss.train_loss} is the GPU's ${ls[29]}`,
+    );
     assert.ok(Number.isFinite(info.last_loss.val_loss), 'a validation loss at step 30');
     // The engine recorded every GPU step: the history has a point every 10th step with the GPU's
     // train loss, and the validations (every 10 steps here) beside them.
     const ckpt = readCheckpoint(file);
     const history = JSON.parse(ckpt.metadata.loss_history);
-    assert.deepEqual(history.map((p) => p[0]), [10, 20, 30], 'history points at steps 10, 20, 30');
+    assert.deepEqual(
+      history.map((p) => p[0]),
+      [10, 20, 30],
+      'history points at steps 10, 20, 30',
+    );
     const evals = await page.evaluate(() => window.ptlRun.evals);
     assert.equal(evals.length, 3, 'validations at steps 10, 20, 30');
     for (const [i, [step, train, val]] of history.entries()) {
-      assert.ok(Math.abs(train - ls[step - 1]) < 1e-6, `step ${step}: history train loss ${train} is the GPU's ${ls[step - 1]}`);
-      assert.ok(Math.abs(val - evals[i]) < 1e-6, `step ${step}: history validation loss ${val} is the page's ${evals[i]}`);
+      assert.ok(
+        Math.abs(train - ls[step - 1]) < 1e-6,
+        `step ${step}: history train loss ${train} is the GPU's ${ls[step - 1]}`,
+      );
+      assert.ok(
+        Math.abs(val - evals[i]) < 1e-6,
+        `step ${step}: history validation loss ${val} is the page's ${evals[i]}`,
+      );
     }
     // AdamW's moments are the GPU's: one pair per parameter, the second moments not zero.
     const params = [...ckpt.tensors.keys()].filter((n) => !n.startsWith('optim.'));
     assert.ok(params.length > 0);
     for (const p of params) {
-      for (const m of ['m', 'v']) assert.equal(ckpt.tensors.get(`optim.${m}.${p}`)?.length, ckpt.tensors.get(p).length, `optim.${m}.${p} in the checkpoint`);
-      assert.ok(ckpt.tensors.get(`optim.v.${p}`).some((x) => x > 0), `optim.v.${p} holds the GPU's second moments`);
+      for (const m of ['m', 'v'])
+        assert.equal(
+          ckpt.tensors.get(`optim.${m}.${p}`)?.length,
+          ckpt.tensors.get(p).length,
+          `optim.${m}.${p} in the checkpoint`,
+        );
+      assert.ok(
+        ckpt.tensors.get(`optim.v.${p}`).some((x) => x > 0),
+        `optim.v.${p} holds the GPU's second moments`,
+      );
     }
 
     // Sampling and "watch the model think" on the GPU (generate / window / inspect programs).
     await page.fill('#length', '40');
     await page.click('#generate');
-    await page.waitForFunction(() => document.body.dataset.state === 'ready' && document.getElementById('gen-stats').textContent.startsWith('40 bytes'));
+    await page.waitForFunction(
+      () =>
+        document.body.dataset.state === 'ready' &&
+        document.getElementById('gen-stats').textContent.startsWith('40 bytes'),
+    );
     await page.click('#inspect');
-    await page.waitForFunction(() => !document.getElementById('inspect-out').hidden && document.body.dataset.state === 'ready');
+    await page.waitForFunction(
+      () => !document.getElementById('inspect-out').hidden && document.body.dataset.state === 'ready',
+    );
     assert.equal(await page.locator('#attention canvas').count(), 2 * 3);
     const topBytes = () => page.$$eval('#top10 > span:nth-child(3n+1)', (els) => els.map((e) => e.textContent));
     const gpuTop = await topBytes();
@@ -233,7 +282,10 @@ test('reload mid-run: the autosaved run comes back from OPFS and resumes where i
     // Stop ends the run at the step reached: Steps says so, and raising it enables Resume.
     const stoppedAt = Number(await page.inputValue('#steps'));
     assert.equal(stoppedAt, Number(await page.evaluate(() => document.body.dataset.step)));
-    assert.match(await page.textContent('#status'), new RegExp(`Stopped at step ${stoppedAt} .*raise Steps and press Resume`));
+    assert.match(
+      await page.textContent('#status'),
+      new RegExp(`Stopped at step ${stoppedAt} .*raise Steps and press Resume`),
+    );
     assert.ok(await page.isDisabled('#resume'));
     await page.fill('#steps', String(stoppedAt + 10));
     assert.ok(await page.isEnabled('#resume'), 'Resume is enabled once Steps is above the step reached');
@@ -284,13 +336,30 @@ test('switching to another engine build keeps the model and ends the old worker'
     // evaluate in it fails). The second probe is there because CI twice saw no close event
     // within 15 s where every local run (idle or with both cores busy) had it within 0.2 s.
     let ended = false;
-    closed.then(() => { ended = true; });
-    const gone = () => Promise.race([old.evaluate(() => true).then(() => false, () => true), new Promise((r) => setTimeout(() => r(false), 1000))]);
-    for (const t0 = Date.now(); !ended && Date.now() - t0 < 15000; ) {
+    closed.then(() => {
+      ended = true;
+    });
+    const gone = () =>
+      Promise.race([
+        old
+          .evaluate(() => true)
+          .then(
+            () => false,
+            () => true,
+          ),
+        new Promise((r) => setTimeout(() => r(false), 1000)),
+      ]);
+    for (const t0 = Date.now(); !ended && Date.now() - t0 < 15000;) {
       if (await gone()) ended = true;
       else await new Promise((r) => setTimeout(r, 250));
     }
-    assert.ok(ended, `the old training worker was terminated (workers now: ${page.workers().map((w) => w.url()).join(', ')})`);
+    assert.ok(
+      ended,
+      `the old training worker was terminated (workers now: ${page
+        .workers()
+        .map((w) => w.url())
+        .join(', ')})`,
+    );
     s.assertNoErrors('the playground (build switch)');
   } finally {
     await s.close();

@@ -50,7 +50,8 @@ export function caseRng(seed: number): CaseRng {
     uniform: next,
     int: (n) => Math.floor(next() * n),
     normal: () => {
-      const u1 = Math.max(next(), 1e-12), u2 = next();
+      const u1 = Math.max(next(), 1e-12),
+        u2 = next();
       return Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
     },
   };
@@ -59,7 +60,10 @@ export function caseRng(seed: number): CaseRng {
 // Max absolute and relative error of `got` against `want`, and whether every element satisfies
 // |got - want| <= atol + rtol * |want| (worst = the first failing index, -1 if none).
 export function compare(got: ArrayLike<number>, want: ArrayLike<number>, atol: number, rtol: number) {
-  let maxAbs = 0, maxRel = 0, ok = got.length === want.length, worst = -1;
+  let maxAbs = 0,
+    maxRel = 0,
+    ok = got.length === want.length,
+    worst = -1;
   for (let i = 0; i < want.length; i++) {
     const d = Math.abs(got[i]! - want[i]!);
     if (!(d <= atol + rtol * Math.abs(want[i]!))) {
@@ -131,34 +135,100 @@ export function kernelCases(): KernelCase[] {
   const add = (c: KernelCase) => cases.push(c);
 
   // ---- embedding -------------------------------------------------------------------------------
-  add({ name: 'embedding ragged', tol: TOL.elementwise,
-    tensors: { tokens: { shape: [2, 5], dtype: 'i32', init: tok(11) }, tok_emb: { shape: [11, 7], init: 'normal' },
-      pos_emb: { shape: [6, 7], init: 'normal' }, x: { shape: [2, 5, 7] } },
-    op: { op: 'embedding', inputs: ['tokens', 'tok_emb', 'pos_emb', null], outputs: ['x'] } });
-  add({ name: 'embedding pos0', tol: TOL.elementwise,
-    tensors: { tokens: { shape: [1, 4], dtype: 'i32', init: tok(9) }, tok_emb: { shape: [9, 6], init: 'normal' },
-      pos_emb: { shape: [8, 6], init: 'normal' }, pos0: { shape: [1], dtype: 'i32', init: [3] }, x: { shape: [1, 4, 6] } },
-    op: { op: 'embedding', inputs: ['tokens', 'tok_emb', 'pos_emb', 'pos0'], outputs: ['x'] } });
-  add({ name: 'embedding_backward acc tok', tol: TOL.exact,
-    tensors: { dx: { shape: [3, 5, 7], init: 'normal' }, tokens: { shape: [3, 5], dtype: 'i32', init: tok(6) },
-      dtok: { shape: [6, 7], init: 'normal' }, dpos: { shape: [6, 7], init: 'normal' } },
-    op: { op: 'embedding_backward', inputs: ['dx', 'tokens', null], outputs: ['dtok', 'dpos'], attrs: { acc0: 1, acc1: 0 } } });
-  add({ name: 'embedding_backward acc pos pos0 wide', tol: TOL.exact, seed: 2,
-    tensors: { dx: { shape: [2, 3, 530], init: 'normal' }, tokens: { shape: [2, 3], dtype: 'i32', init: tok(4) },
-      pos0: { shape: [1], dtype: 'i32', init: [2] }, dtok: { shape: [4, 530], init: 'normal' }, dpos: { shape: [5, 530], init: 'normal' } },
-    op: { op: 'embedding_backward', inputs: ['dx', 'tokens', 'pos0'], outputs: ['dtok', 'dpos'], attrs: { acc0: 0, acc1: 1 } } });
+  add({
+    name: 'embedding ragged',
+    tol: TOL.elementwise,
+    tensors: {
+      tokens: { shape: [2, 5], dtype: 'i32', init: tok(11) },
+      tok_emb: { shape: [11, 7], init: 'normal' },
+      pos_emb: { shape: [6, 7], init: 'normal' },
+      x: { shape: [2, 5, 7] },
+    },
+    op: { op: 'embedding', inputs: ['tokens', 'tok_emb', 'pos_emb', null], outputs: ['x'] },
+  });
+  add({
+    name: 'embedding pos0',
+    tol: TOL.elementwise,
+    tensors: {
+      tokens: { shape: [1, 4], dtype: 'i32', init: tok(9) },
+      tok_emb: { shape: [9, 6], init: 'normal' },
+      pos_emb: { shape: [8, 6], init: 'normal' },
+      pos0: { shape: [1], dtype: 'i32', init: [3] },
+      x: { shape: [1, 4, 6] },
+    },
+    op: { op: 'embedding', inputs: ['tokens', 'tok_emb', 'pos_emb', 'pos0'], outputs: ['x'] },
+  });
+  add({
+    name: 'embedding_backward acc tok',
+    tol: TOL.exact,
+    tensors: {
+      dx: { shape: [3, 5, 7], init: 'normal' },
+      tokens: { shape: [3, 5], dtype: 'i32', init: tok(6) },
+      dtok: { shape: [6, 7], init: 'normal' },
+      dpos: { shape: [6, 7], init: 'normal' },
+    },
+    op: {
+      op: 'embedding_backward',
+      inputs: ['dx', 'tokens', null],
+      outputs: ['dtok', 'dpos'],
+      attrs: { acc0: 1, acc1: 0 },
+    },
+  });
+  add({
+    name: 'embedding_backward acc pos pos0 wide',
+    tol: TOL.exact,
+    seed: 2,
+    tensors: {
+      dx: { shape: [2, 3, 530], init: 'normal' },
+      tokens: { shape: [2, 3], dtype: 'i32', init: tok(4) },
+      pos0: { shape: [1], dtype: 'i32', init: [2] },
+      dtok: { shape: [4, 530], init: 'normal' },
+      dpos: { shape: [5, 530], init: 'normal' },
+    },
+    op: {
+      op: 'embedding_backward',
+      inputs: ['dx', 'tokens', 'pos0'],
+      outputs: ['dtok', 'dpos'],
+      attrs: { acc0: 0, acc1: 1 },
+    },
+  });
 
   // ---- layernorm -------------------------------------------------------------------------------
   // Each case twice: the workgroup-tree reductions (forced) and the subgroup ones (forced, where
   // the device has 'subgroups'; 'auto' picks them there). Widths below, at and above the 64
   // threads of a row, ragged ones, presets' widths (48, 384, 1280) and 768 / 1024.
-  const reductions = [['workgroup', {}], ['subgroup', { needs: 'subgroups' as GPUFeatureName }]] as const;
-  for (const [C, N] of [[37, 6], [130, 5], [48, 128], [64, 3], [200, 9], [384, 4], [768, 3], [1024, 5], [1280, 2]] as const)
+  const reductions = [
+    ['workgroup', {}],
+    ['subgroup', { needs: 'subgroups' as GPUFeatureName }],
+  ] as const;
+  for (const [C, N] of [
+    [37, 6],
+    [130, 5],
+    [48, 128],
+    [64, 3],
+    [200, 9],
+    [384, 4],
+    [768, 3],
+    [1024, 5],
+    [1280, 2],
+  ] as const)
     for (const [red, nd] of reductions)
-      add({ name: `layernorm ${red} C=${C} N=${N}`, tol: TOL.reduction, seed: C, options: { reductions: red }, ...nd,
-        tensors: { x: { shape: [N, C], init: (r) => r.normal() * 2 + 0.5 }, w: { shape: [C], init: 'normal' }, b: { shape: [C], init: 'normal' },
-          y: { shape: [N, C] }, mean: { shape: [N] }, rstd: { shape: [N] } },
-        op: { op: 'layernorm', inputs: ['x', 'w', 'b'], outputs: ['y', 'mean', 'rstd'], attrs: { eps: 1e-5 } } });
+      add({
+        name: `layernorm ${red} C=${C} N=${N}`,
+        tol: TOL.reduction,
+        seed: C,
+        options: { reductions: red },
+        ...nd,
+        tensors: {
+          x: { shape: [N, C], init: (r) => r.normal() * 2 + 0.5 },
+          w: { shape: [C], init: 'normal' },
+          b: { shape: [C], init: 'normal' },
+          y: { shape: [N, C] },
+          mean: { shape: [N] },
+          rstd: { shape: [N] },
+        },
+        op: { op: 'layernorm', inputs: ['x', 'w', 'b'], outputs: ['y', 'mean', 'rstd'], attrs: { eps: 1e-5 } },
+      });
   for (const [C, N, outs, accs] of [
     [37, 6, ['dx', 'dw', 'db'], [1, 0, 1]],
     [130, 70, ['dx', 'dw', 'db'], [0, 1, 0]],
@@ -170,7 +240,8 @@ export function kernelCases(): KernelCase[] {
     // mean and rstd as a forward on the same x would give them (computed here in double).
     const r = caseRng(C + 100);
     const x = Array.from({ length: N * C }, () => r.normal() * 2 + 0.5);
-    const mean: number[] = [], rstd: number[] = [];
+    const mean: number[] = [],
+      rstd: number[] = [];
     for (let i = 0; i < N; i++) {
       const row = x.slice(i * C, (i + 1) * C).map(Math.fround);
       const m = row.reduce((a, b) => a + b, 0) / C;
@@ -179,78 +250,231 @@ export function kernelCases(): KernelCase[] {
       rstd.push(1 / Math.sqrt(v + 1e-5));
     }
     for (const [red, nd] of reductions)
-      add({ name: `layernorm_backward ${red} C=${C} N=${N} out=${outs.map((o) => o ?? '-')} acc=${accs}`, tol: TOL.reduction, seed: C,
-        options: { reductions: red }, ...nd,
-        tensors: { dy: { shape: [N, C], init: 'normal' }, x: { shape: [N, C], init: x }, w: { shape: [C], init: 'normal' },
-          mean: { shape: [N], init: mean }, rstd: { shape: [N], init: rstd },
-          dx: { shape: [N, C], init: 'normal' }, dw: { shape: [C], init: 'normal' }, db: { shape: [C], init: 'normal' } },
-        op: { op: 'layernorm_backward', inputs: ['dy', 'x', 'w', 'mean', 'rstd'], outputs: [...outs],
-          attrs: { acc0: accs[0], acc1: accs[1], acc2: accs[2] } },
-        compareOutputs: ['dx', 'dw', 'db'] }); // absent outputs must stay untouched
+      add({
+        name: `layernorm_backward ${red} C=${C} N=${N} out=${outs.map((o) => o ?? '-')} acc=${accs}`,
+        tol: TOL.reduction,
+        seed: C,
+        options: { reductions: red },
+        ...nd,
+        tensors: {
+          dy: { shape: [N, C], init: 'normal' },
+          x: { shape: [N, C], init: x },
+          w: { shape: [C], init: 'normal' },
+          mean: { shape: [N], init: mean },
+          rstd: { shape: [N], init: rstd },
+          dx: { shape: [N, C], init: 'normal' },
+          dw: { shape: [C], init: 'normal' },
+          db: { shape: [C], init: 'normal' },
+        },
+        op: {
+          op: 'layernorm_backward',
+          inputs: ['dy', 'x', 'w', 'mean', 'rstd'],
+          outputs: [...outs],
+          attrs: { acc0: accs[0], acc1: accs[1], acc2: accs[2] },
+        },
+        compareOutputs: ['dx', 'dw', 'db'],
+      }); // absent outputs must stay untouched
   }
 
   // ---- linear ----------------------------------------------------------------------------------
-  for (const [M, K, N, bias] of [[67, 45, 70, true], [64, 48, 128, false], [5, 3, 2, true], [130, 192, 48, true]] as const)
-    add({ name: `linear M=${M} K=${K} N=${N}${bias ? ' bias' : ''}`, tol: TOL.reduction, seed: M * K + N,
-      tensors: { x: { shape: [M, K], init: 'normal' }, W: { shape: [N, K], init: 'normal', scale: 0.2 }, b: { shape: [N], init: 'normal' },
-        y: { shape: [M, N] } },
-      op: { op: 'linear', inputs: ['x', 'W', bias ? 'b' : null], outputs: ['y'] } });
+  for (const [M, K, N, bias] of [
+    [67, 45, 70, true],
+    [64, 48, 128, false],
+    [5, 3, 2, true],
+    [130, 192, 48, true],
+  ] as const)
+    add({
+      name: `linear M=${M} K=${K} N=${N}${bias ? ' bias' : ''}`,
+      tol: TOL.reduction,
+      seed: M * K + N,
+      tensors: {
+        x: { shape: [M, K], init: 'normal' },
+        W: { shape: [N, K], init: 'normal', scale: 0.2 },
+        b: { shape: [N], init: 'normal' },
+        y: { shape: [M, N] },
+      },
+      op: { op: 'linear', inputs: ['x', 'W', bias ? 'b' : null], outputs: ['y'] },
+    });
   for (const [M, K, N, outs, accs] of [
     [67, 45, 70, ['dx', 'dW', 'db'], [1, 0, 1]],
     [128, 48, 192, ['dx', 'dW', 'db'], [0, 1, 0]],
     [33, 20, 9, [null, 'dW', null], [0, 0, 0]],
     [3, 5, 256, ['dx', 'dW', null], [0, 1, 0]],
   ] as const)
-    add({ name: `linear_backward M=${M} K=${K} N=${N} out=${outs.map((o) => o ?? '-')} acc=${accs}`, tol: TOL.reduction, seed: M + K * N,
-      tensors: { dy: { shape: [M, N], init: 'normal' }, x: { shape: [M, K], init: 'normal' }, W: { shape: [N, K], init: 'normal', scale: 0.2 },
-        dx: { shape: [M, K], init: 'normal' }, dW: { shape: [N, K], init: 'normal' }, db: { shape: [N], init: 'normal' } },
-      op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: [...outs], attrs: { acc0: accs[0], acc1: accs[1], acc2: accs[2] } },
-      compareOutputs: ['dx', 'dW', 'db'] }); // absent outputs must stay untouched
+    add({
+      name: `linear_backward M=${M} K=${K} N=${N} out=${outs.map((o) => o ?? '-')} acc=${accs}`,
+      tol: TOL.reduction,
+      seed: M + K * N,
+      tensors: {
+        dy: { shape: [M, N], init: 'normal' },
+        x: { shape: [M, K], init: 'normal' },
+        W: { shape: [N, K], init: 'normal', scale: 0.2 },
+        dx: { shape: [M, K], init: 'normal' },
+        dW: { shape: [N, K], init: 'normal' },
+        db: { shape: [N], init: 'normal' },
+      },
+      op: {
+        op: 'linear_backward',
+        inputs: ['dy', 'x', 'W'],
+        outputs: [...outs],
+        attrs: { acc0: accs[0], acc1: accs[1], acc2: accs[2] },
+      },
+      compareOutputs: ['dx', 'dW', 'db'],
+    }); // absent outputs must stay untouched
   // The 128 x 128 tiles (8 x 8 per thread), forced on ragged shapes.
-  add({ name: 'linear 128-tile M=133 K=45 N=70 bias', tol: TOL.reduction, seed: 3, options: { matmulTile: 128 },
-    tensors: { x: { shape: [133, 45], init: 'normal' }, W: { shape: [70, 45], init: 'normal', scale: 0.2 }, b: { shape: [70], init: 'normal' },
-      y: { shape: [133, 70] } },
-    op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] } });
-  add({ name: 'linear_backward 128-tile M=131 K=48 N=67 acc=1,0,0', tol: TOL.reduction, seed: 4, options: { matmulTile: 128 },
-    tensors: { dy: { shape: [131, 67], init: 'normal' }, x: { shape: [131, 48], init: 'normal' }, W: { shape: [67, 48], init: 'normal', scale: 0.2 },
-      dx: { shape: [131, 48], init: 'normal' }, dW: { shape: [67, 48], init: 'normal' }, db: { shape: [67], init: 'normal' } },
-    op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: ['dx', 'dW', 'db'], attrs: { acc0: 1, acc1: 0, acc2: 0 } } });
+  add({
+    name: 'linear 128-tile M=133 K=45 N=70 bias',
+    tol: TOL.reduction,
+    seed: 3,
+    options: { matmulTile: 128 },
+    tensors: {
+      x: { shape: [133, 45], init: 'normal' },
+      W: { shape: [70, 45], init: 'normal', scale: 0.2 },
+      b: { shape: [70], init: 'normal' },
+      y: { shape: [133, 70] },
+    },
+    op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] },
+  });
+  add({
+    name: 'linear_backward 128-tile M=131 K=48 N=67 acc=1,0,0',
+    tol: TOL.reduction,
+    seed: 4,
+    options: { matmulTile: 128 },
+    tensors: {
+      dy: { shape: [131, 67], init: 'normal' },
+      x: { shape: [131, 48], init: 'normal' },
+      W: { shape: [67, 48], init: 'normal', scale: 0.2 },
+      dx: { shape: [131, 48], init: 'normal' },
+      dW: { shape: [67, 48], init: 'normal' },
+      db: { shape: [67], init: 'normal' },
+    },
+    op: {
+      op: 'linear_backward',
+      inputs: ['dy', 'x', 'W'],
+      outputs: ['dx', 'dW', 'db'],
+      attrs: { acc0: 1, acc1: 0, acc2: 0 },
+    },
+  });
   // Split-K (partial products over chunks of P, then a fixed-order sum), forced on ragged shapes.
   // 128-tile kernels: linear_nt (forward), linear_wide (BK = 8 and 16; also the forward with
   // matmulNT off), on ragged shapes and on shapes whose leading dimensions are multiples of 4
   // (the vec4 global loads), with split-K.
-  add({ name: 'linear 128-tile wide BK=16 M=133 K=45 N=70 bias', tol: TOL.reduction, seed: 7, options: { matmulTile: 128, matmulBK: 16, matmulNT: false },
-    tensors: { x: { shape: [133, 45], init: 'normal' }, W: { shape: [70, 45], init: 'normal', scale: 0.2 }, b: { shape: [70], init: 'normal' },
-      y: { shape: [133, 70] } },
-    op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] } });
+  add({
+    name: 'linear 128-tile wide BK=16 M=133 K=45 N=70 bias',
+    tol: TOL.reduction,
+    seed: 7,
+    options: { matmulTile: 128, matmulBK: 16, matmulNT: false },
+    tensors: {
+      x: { shape: [133, 45], init: 'normal' },
+      W: { shape: [70, 45], init: 'normal', scale: 0.2 },
+      b: { shape: [70], init: 'normal' },
+      y: { shape: [133, 70] },
+    },
+    op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] },
+  });
   for (const bk of [8, 16] as const) {
-    add({ name: `linear_backward 128-tile BK=${bk} M=136 K=52 N=132 acc=0,1,0`, tol: TOL.reduction, seed: 8 + bk, options: { matmulTile: 128, matmulBK: bk },
-      tensors: { dy: { shape: [136, 132], init: 'normal' }, x: { shape: [136, 52], init: 'normal' }, W: { shape: [132, 52], init: 'normal', scale: 0.2 },
-        dx: { shape: [136, 52], init: 'normal' }, dW: { shape: [132, 52], init: 'normal' }, db: { shape: [132], init: 'normal' } },
-      op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: ['dx', 'dW', 'db'], attrs: { acc0: 0, acc1: 1, acc2: 0 } } });
+    add({
+      name: `linear_backward 128-tile BK=${bk} M=136 K=52 N=132 acc=0,1,0`,
+      tol: TOL.reduction,
+      seed: 8 + bk,
+      options: { matmulTile: 128, matmulBK: bk },
+      tensors: {
+        dy: { shape: [136, 132], init: 'normal' },
+        x: { shape: [136, 52], init: 'normal' },
+        W: { shape: [132, 52], init: 'normal', scale: 0.2 },
+        dx: { shape: [136, 52], init: 'normal' },
+        dW: { shape: [132, 52], init: 'normal' },
+        db: { shape: [132], init: 'normal' },
+      },
+      op: {
+        op: 'linear_backward',
+        inputs: ['dy', 'x', 'W'],
+        outputs: ['dx', 'dW', 'db'],
+        attrs: { acc0: 0, acc1: 1, acc2: 0 },
+      },
+    });
   }
   for (const nt of [true, false]) {
-    add({ name: `linear 128-tile ${nt ? 'nt' : 'wide'} M=132 K=36 N=136 bias`, tol: TOL.reduction, seed: 9, options: { matmulTile: 128, matmulNT: nt },
-      tensors: { x: { shape: [132, 36], init: 'normal' }, W: { shape: [136, 36], init: 'normal', scale: 0.2 }, b: { shape: [136], init: 'normal' },
-        y: { shape: [132, 136] } },
-      op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] } });
+    add({
+      name: `linear 128-tile ${nt ? 'nt' : 'wide'} M=132 K=36 N=136 bias`,
+      tol: TOL.reduction,
+      seed: 9,
+      options: { matmulTile: 128, matmulNT: nt },
+      tensors: {
+        x: { shape: [132, 36], init: 'normal' },
+        W: { shape: [136, 36], init: 'normal', scale: 0.2 },
+        b: { shape: [136], init: 'normal' },
+        y: { shape: [132, 136] },
+      },
+      op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] },
+    });
   }
-  add({ name: 'linear 128-tile nt split-K 3 M=140 K=100 N=20 bias', tol: TOL.reduction, seed: 13, options: { matmulTile: 128, matmulSplit: 3 },
-    tensors: { x: { shape: [140, 100], init: 'normal' }, W: { shape: [20, 100], init: 'normal', scale: 0.2 }, b: { shape: [20], init: 'normal' },
-      y: { shape: [140, 20] } },
-    op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] } });
-  add({ name: 'linear_backward split-K 3 128-tile BK=16 M=200 K=40 N=24 acc=1,1,0', tol: TOL.reduction, seed: 12, options: { matmulSplit: 3, matmulTile: 128, matmulBK: 16 },
-    tensors: { dy: { shape: [200, 24], init: 'normal' }, x: { shape: [200, 40], init: 'normal' }, W: { shape: [24, 40], init: 'normal', scale: 0.2 },
-      dx: { shape: [200, 40], init: 'normal' }, dW: { shape: [24, 40], init: 'normal' }, db: { shape: [24], init: 'normal' } },
-    op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: ['dx', 'dW', 'db'], attrs: { acc0: 1, acc1: 1, acc2: 0 } } });
-  add({ name: 'linear split-K 3 M=37 K=70 N=29 bias', tol: TOL.reduction, seed: 5, options: { matmulSplit: 3 },
-    tensors: { x: { shape: [37, 70], init: 'normal' }, W: { shape: [29, 70], init: 'normal', scale: 0.2 }, b: { shape: [29], init: 'normal' },
-      y: { shape: [37, 29] } },
-    op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] } });
-  add({ name: 'linear_backward split-K 4 128-tile M=300 K=36 N=20 acc=0,1,1', tol: TOL.reduction, seed: 6, options: { matmulSplit: 4, matmulTile: 128 },
-    tensors: { dy: { shape: [300, 20], init: 'normal' }, x: { shape: [300, 36], init: 'normal' }, W: { shape: [20, 36], init: 'normal', scale: 0.2 },
-      dx: { shape: [300, 36], init: 'normal' }, dW: { shape: [20, 36], init: 'normal' }, db: { shape: [20], init: 'normal' } },
-    op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: ['dx', 'dW', 'db'], attrs: { acc0: 0, acc1: 1, acc2: 1 } } });
+  add({
+    name: 'linear 128-tile nt split-K 3 M=140 K=100 N=20 bias',
+    tol: TOL.reduction,
+    seed: 13,
+    options: { matmulTile: 128, matmulSplit: 3 },
+    tensors: {
+      x: { shape: [140, 100], init: 'normal' },
+      W: { shape: [20, 100], init: 'normal', scale: 0.2 },
+      b: { shape: [20], init: 'normal' },
+      y: { shape: [140, 20] },
+    },
+    op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] },
+  });
+  add({
+    name: 'linear_backward split-K 3 128-tile BK=16 M=200 K=40 N=24 acc=1,1,0',
+    tol: TOL.reduction,
+    seed: 12,
+    options: { matmulSplit: 3, matmulTile: 128, matmulBK: 16 },
+    tensors: {
+      dy: { shape: [200, 24], init: 'normal' },
+      x: { shape: [200, 40], init: 'normal' },
+      W: { shape: [24, 40], init: 'normal', scale: 0.2 },
+      dx: { shape: [200, 40], init: 'normal' },
+      dW: { shape: [24, 40], init: 'normal' },
+      db: { shape: [24], init: 'normal' },
+    },
+    op: {
+      op: 'linear_backward',
+      inputs: ['dy', 'x', 'W'],
+      outputs: ['dx', 'dW', 'db'],
+      attrs: { acc0: 1, acc1: 1, acc2: 0 },
+    },
+  });
+  add({
+    name: 'linear split-K 3 M=37 K=70 N=29 bias',
+    tol: TOL.reduction,
+    seed: 5,
+    options: { matmulSplit: 3 },
+    tensors: {
+      x: { shape: [37, 70], init: 'normal' },
+      W: { shape: [29, 70], init: 'normal', scale: 0.2 },
+      b: { shape: [29], init: 'normal' },
+      y: { shape: [37, 29] },
+    },
+    op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] },
+  });
+  add({
+    name: 'linear_backward split-K 4 128-tile M=300 K=36 N=20 acc=0,1,1',
+    tol: TOL.reduction,
+    seed: 6,
+    options: { matmulSplit: 4, matmulTile: 128 },
+    tensors: {
+      dy: { shape: [300, 20], init: 'normal' },
+      x: { shape: [300, 36], init: 'normal' },
+      W: { shape: [20, 36], init: 'normal', scale: 0.2 },
+      dx: { shape: [300, 36], init: 'normal' },
+      dW: { shape: [20, 36], init: 'normal' },
+      db: { shape: [20], init: 'normal' },
+    },
+    op: {
+      op: 'linear_backward',
+      inputs: ['dy', 'x', 'W'],
+      outputs: ['dx', 'dW', 'db'],
+      attrs: { acc0: 0, acc1: 1, acc2: 1 },
+    },
+  });
 
   // The generated kernel (linear_tiled, src/linear_gen.ts), forced, per configuration: ragged
   // shapes (checked loads), shapes with full tiles and leading dimensions that are multiples of 4
@@ -274,62 +498,194 @@ export function kernelCases(): KernelCase[] {
     const o = { matmulTiled: cfg };
     const nd = { ...(needs ? { needs } : {}), ...(cfg === '128x128/8x8/k16/db0/tr1' ? {} : { variant: true }) };
     if (kinds.includes('fr'))
-      add({ name: `linear tiled ${cfg} M=133 K=45 N=70 bias`, tol: TOL.reduction, seed: 21, options: o, ...nd,
-        tensors: { x: { shape: [133, 45], init: 'normal' }, W: { shape: [70, 45], init: 'normal', scale: 0.2 }, b: { shape: [70], init: 'normal' },
-          y: { shape: [133, 70] } },
-        op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] } });
+      add({
+        name: `linear tiled ${cfg} M=133 K=45 N=70 bias`,
+        tol: TOL.reduction,
+        seed: 21,
+        options: o,
+        ...nd,
+        tensors: {
+          x: { shape: [133, 45], init: 'normal' },
+          W: { shape: [70, 45], init: 'normal', scale: 0.2 },
+          b: { shape: [70], init: 'normal' },
+          y: { shape: [133, 70] },
+        },
+        op: { op: 'linear', inputs: ['x', 'W', 'b'], outputs: ['y'] },
+      });
     if (kinds.includes('fa'))
-      add({ name: `linear tiled ${cfg} M=260 K=72 N=264`, tol: TOL.reduction, seed: 22, options: o, ...nd,
-        tensors: { x: { shape: [260, 72], init: 'normal' }, W: { shape: [264, 72], init: 'normal', scale: 0.2 }, y: { shape: [260, 264] } },
-        op: { op: 'linear', inputs: ['x', 'W', null], outputs: ['y'] } });
+      add({
+        name: `linear tiled ${cfg} M=260 K=72 N=264`,
+        tol: TOL.reduction,
+        seed: 22,
+        options: o,
+        ...nd,
+        tensors: {
+          x: { shape: [260, 72], init: 'normal' },
+          W: { shape: [264, 72], init: 'normal', scale: 0.2 },
+          y: { shape: [260, 264] },
+        },
+        op: { op: 'linear', inputs: ['x', 'W', null], outputs: ['y'] },
+      });
     if (kinds.includes('ba'))
-      add({ name: `linear_backward tiled ${cfg} M=264 K=264 N=260 acc=1,1,0`, tol: TOL.reduction, seed: 23, options: o, ...nd,
-        tensors: { dy: { shape: [264, 260], init: 'normal' }, x: { shape: [264, 264], init: 'normal' }, W: { shape: [260, 264], init: 'normal', scale: 0.2 },
-          dx: { shape: [264, 264], init: 'normal' }, dW: { shape: [260, 264], init: 'normal' }, db: { shape: [260], init: 'normal' } },
-        op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: ['dx', 'dW', 'db'], attrs: { acc0: 1, acc1: 1, acc2: 0 } } });
+      add({
+        name: `linear_backward tiled ${cfg} M=264 K=264 N=260 acc=1,1,0`,
+        tol: TOL.reduction,
+        seed: 23,
+        options: o,
+        ...nd,
+        tensors: {
+          dy: { shape: [264, 260], init: 'normal' },
+          x: { shape: [264, 264], init: 'normal' },
+          W: { shape: [260, 264], init: 'normal', scale: 0.2 },
+          dx: { shape: [264, 264], init: 'normal' },
+          dW: { shape: [260, 264], init: 'normal' },
+          db: { shape: [260], init: 'normal' },
+        },
+        op: {
+          op: 'linear_backward',
+          inputs: ['dy', 'x', 'W'],
+          outputs: ['dx', 'dW', 'db'],
+          attrs: { acc0: 1, acc1: 1, acc2: 0 },
+        },
+      });
     if (kinds.includes('bs'))
-      add({ name: `linear_backward tiled ${cfg} split-K 3 M=150 K=37 N=29 acc=0,1,0`, tol: TOL.reduction, seed: 24, options: { ...o, matmulSplit: 3 }, ...nd,
-        tensors: { dy: { shape: [150, 29], init: 'normal' }, x: { shape: [150, 37], init: 'normal' }, W: { shape: [29, 37], init: 'normal', scale: 0.2 },
-          dx: { shape: [150, 37], init: 'normal' }, dW: { shape: [29, 37], init: 'normal' }, db: { shape: [29], init: 'normal' } },
-        op: { op: 'linear_backward', inputs: ['dy', 'x', 'W'], outputs: ['dx', 'dW', 'db'], attrs: { acc0: 0, acc1: 1, acc2: 0 } } });
+      add({
+        name: `linear_backward tiled ${cfg} split-K 3 M=150 K=37 N=29 acc=0,1,0`,
+        tol: TOL.reduction,
+        seed: 24,
+        options: { ...o, matmulSplit: 3 },
+        ...nd,
+        tensors: {
+          dy: { shape: [150, 29], init: 'normal' },
+          x: { shape: [150, 37], init: 'normal' },
+          W: { shape: [29, 37], init: 'normal', scale: 0.2 },
+          dx: { shape: [150, 37], init: 'normal' },
+          dW: { shape: [29, 37], init: 'normal' },
+          db: { shape: [29], init: 'normal' },
+        },
+        op: {
+          op: 'linear_backward',
+          inputs: ['dy', 'x', 'W'],
+          outputs: ['dx', 'dW', 'db'],
+          attrs: { acc0: 0, acc1: 1, acc2: 0 },
+        },
+      });
   }
 
   // ---- attention -------------------------------------------------------------------------------
-  for (const [B, T, C, H, rows] of [[2, 7, 12, 3], [1, 70, 32, 2], [1, 70, 32, 2, 32], [2, 20, 96, 2], [4, 32, 48, 3]] as const)
-    add({ name: `attention B=${B} T=${T} C=${C} H=${H}${rows ? ` rows=${rows}` : ''}`, tol: TOL.reduction, seed: T * C,
+  for (const [B, T, C, H, rows] of [
+    [2, 7, 12, 3],
+    [1, 70, 32, 2],
+    [1, 70, 32, 2, 32],
+    [2, 20, 96, 2],
+    [4, 32, 48, 3],
+  ] as const)
+    add({
+      name: `attention B=${B} T=${T} C=${C} H=${H}${rows ? ` rows=${rows}` : ''}`,
+      tol: TOL.reduction,
+      seed: T * C,
       options: rows ? { attentionRows: rows as 32 } : undefined,
-      tensors: { q: { shape: [B, T, C], init: 'normal' }, k: { shape: [B, T, C], init: 'normal' }, v: { shape: [B, T, C], init: 'normal' },
-        y: { shape: [B, T, C] }, lse: { shape: [B, H, T] } },
-      op: { op: 'attention', inputs: ['q', 'k', 'v'], outputs: ['y', 'lse'], attrs: { heads: H } } });
-  for (const [B, T, C, H, accs, rows] of [[2, 7, 12, 3, [0, 1, 0]], [1, 70, 32, 2, [1, 0, 1]], [1, 70, 32, 2, [1, 0, 1], 32], [2, 20, 96, 2, [0, 0, 0]]] as const)
-    add({ name: `attention_backward B=${B} T=${T} C=${C} H=${H} acc=${accs}${rows ? ` rows=${rows}` : ''}`, tol: TOL.reduction, seed: T * C + 1,
-      options: rows ? { attentionRows: rows as 32 } : undefined, withForward: true,
-      tensors: { q: { shape: [B, T, C], init: 'normal' }, k: { shape: [B, T, C], init: 'normal' }, v: { shape: [B, T, C], init: 'normal' },
-        dy: { shape: [B, T, C], init: 'normal' }, y: { shape: [B, T, C] }, lse: { shape: [B, H, T] },
-        dq: { shape: [B, T, C], init: 'normal' }, dk: { shape: [B, T, C], init: 'normal' }, dv: { shape: [B, T, C], init: 'normal' } },
-      op: { op: 'attention_backward', inputs: ['dy', 'q', 'k', 'v', 'y', 'lse'], outputs: ['dq', 'dk', 'dv'],
-        attrs: { heads: H, acc0: accs[0], acc1: accs[1], acc2: accs[2] } } });
+      tensors: {
+        q: { shape: [B, T, C], init: 'normal' },
+        k: { shape: [B, T, C], init: 'normal' },
+        v: { shape: [B, T, C], init: 'normal' },
+        y: { shape: [B, T, C] },
+        lse: { shape: [B, H, T] },
+      },
+      op: { op: 'attention', inputs: ['q', 'k', 'v'], outputs: ['y', 'lse'], attrs: { heads: H } },
+    });
+  for (const [B, T, C, H, accs, rows] of [
+    [2, 7, 12, 3, [0, 1, 0]],
+    [1, 70, 32, 2, [1, 0, 1]],
+    [1, 70, 32, 2, [1, 0, 1], 32],
+    [2, 20, 96, 2, [0, 0, 0]],
+  ] as const)
+    add({
+      name: `attention_backward B=${B} T=${T} C=${C} H=${H} acc=${accs}${rows ? ` rows=${rows}` : ''}`,
+      tol: TOL.reduction,
+      seed: T * C + 1,
+      options: rows ? { attentionRows: rows as 32 } : undefined,
+      withForward: true,
+      tensors: {
+        q: { shape: [B, T, C], init: 'normal' },
+        k: { shape: [B, T, C], init: 'normal' },
+        v: { shape: [B, T, C], init: 'normal' },
+        dy: { shape: [B, T, C], init: 'normal' },
+        y: { shape: [B, T, C] },
+        lse: { shape: [B, H, T] },
+        dq: { shape: [B, T, C], init: 'normal' },
+        dk: { shape: [B, T, C], init: 'normal' },
+        dv: { shape: [B, T, C], init: 'normal' },
+      },
+      op: {
+        op: 'attention_backward',
+        inputs: ['dy', 'q', 'k', 'v', 'y', 'lse'],
+        outputs: ['dq', 'dk', 'dv'],
+        attrs: { heads: H, acc0: accs[0], acc1: accs[1], acc2: accs[2] },
+      },
+    });
 
   // ---- generation: KV cache ----------------------------------------------------------------------
   // The caches hold random values everywhere: rows outside pos0 .. pos0 + n - 1 must come back
   // untouched (kv_cache_write) and rows past pos0 + n - 1 must not be read (attention_cached).
-  for (const [n, C, ctx, pos0] of [[3, 12, 10, 4], [1, 37, 5, 4], [6, 20, 6, 0]] as const)
-    add({ name: `kv_cache_write n=${n} C=${C} ctx=${ctx} pos0=${pos0}`, tol: TOL.exact, seed: n * C + pos0,
-      tensors: { k: { shape: [1, n, C], init: 'normal' }, v: { shape: [1, n, C], init: 'normal' }, pos0: { shape: [1], dtype: 'i32', init: [pos0] },
-        k_cache: { shape: [ctx, C], init: 'normal' }, v_cache: { shape: [ctx, C], init: 'normal' } },
-      op: { op: 'kv_cache_write', inputs: ['k', 'v', 'pos0'], outputs: ['k_cache', 'v_cache'] } });
+  for (const [n, C, ctx, pos0] of [
+    [3, 12, 10, 4],
+    [1, 37, 5, 4],
+    [6, 20, 6, 0],
+  ] as const)
+    add({
+      name: `kv_cache_write n=${n} C=${C} ctx=${ctx} pos0=${pos0}`,
+      tol: TOL.exact,
+      seed: n * C + pos0,
+      tensors: {
+        k: { shape: [1, n, C], init: 'normal' },
+        v: { shape: [1, n, C], init: 'normal' },
+        pos0: { shape: [1], dtype: 'i32', init: [pos0] },
+        k_cache: { shape: [ctx, C], init: 'normal' },
+        v_cache: { shape: [ctx, C], init: 'normal' },
+      },
+      op: { op: 'kv_cache_write', inputs: ['k', 'v', 'pos0'], outputs: ['k_cache', 'v_cache'] },
+    });
   // [n, C, H, ctx, pos0]: one decode step early and late, a prefill block, keys across two
   // 64-key tiles, head sizes 4, 16, 48, 96 and 130 (more columns than threads).
-  for (const [n, C, H, ctx, pos0] of [[1, 12, 3, 10, 6], [1, 12, 3, 10, 0], [5, 32, 2, 12, 7], [4, 32, 2, 80, 66], [3, 96, 2, 20, 0], [2, 96, 1, 70, 65], [1, 130, 1, 9, 3]] as const)
-    add({ name: `attention_cached n=${n} C=${C} H=${H} ctx=${ctx} pos0=${pos0}`, tol: TOL.reduction, seed: C * ctx + pos0,
-      tensors: { q: { shape: [1, n, C], init: 'normal' }, k_cache: { shape: [ctx, C], init: 'normal' }, v_cache: { shape: [ctx, C], init: 'normal' },
-        pos0: { shape: [1], dtype: 'i32', init: [pos0] }, y: { shape: [1, n, C], init: 'normal' } },
-      op: { op: 'attention_cached', inputs: ['q', 'k_cache', 'v_cache', 'pos0'], outputs: ['y'], attrs: { heads: H } } });
+  for (const [n, C, H, ctx, pos0] of [
+    [1, 12, 3, 10, 6],
+    [1, 12, 3, 10, 0],
+    [5, 32, 2, 12, 7],
+    [4, 32, 2, 80, 66],
+    [3, 96, 2, 20, 0],
+    [2, 96, 1, 70, 65],
+    [1, 130, 1, 9, 3],
+  ] as const)
+    add({
+      name: `attention_cached n=${n} C=${C} H=${H} ctx=${ctx} pos0=${pos0}`,
+      tol: TOL.reduction,
+      seed: C * ctx + pos0,
+      tensors: {
+        q: { shape: [1, n, C], init: 'normal' },
+        k_cache: { shape: [ctx, C], init: 'normal' },
+        v_cache: { shape: [ctx, C], init: 'normal' },
+        pos0: { shape: [1], dtype: 'i32', init: [pos0] },
+        y: { shape: [1, n, C], init: 'normal' },
+      },
+      op: { op: 'attention_cached', inputs: ['q', 'k_cache', 'v_cache', 'pos0'], outputs: ['y'], attrs: { heads: H } },
+    });
 
   // ---- attention_probs (inspection) --------------------------------------------------------------
-  for (const [B, T, C, H] of [[2, 7, 12, 3], [1, 70, 32, 2], [1, 5, 130, 1]] as const)
-    add({ name: `attention_probs B=${B} T=${T} C=${C} H=${H}`, tol: TOL.reduction, seed: T * C + 7,
-      tensors: { q: { shape: [B, T, C], init: 'normal' }, k: { shape: [B, T, C], init: 'normal' }, probs: { shape: [B, H, T, T], init: 'normal' } },
+  for (const [B, T, C, H] of [
+    [2, 7, 12, 3],
+    [1, 70, 32, 2],
+    [1, 5, 130, 1],
+  ] as const)
+    add({
+      name: `attention_probs B=${B} T=${T} C=${C} H=${H}`,
+      tol: TOL.reduction,
+      seed: T * C + 7,
+      tensors: {
+        q: { shape: [B, T, C], init: 'normal' },
+        k: { shape: [B, T, C], init: 'normal' },
+        probs: { shape: [B, H, T, T], init: 'normal' },
+      },
       op: { op: 'attention_probs', inputs: ['q', 'k'], outputs: ['probs'], attrs: { heads: H } },
       extra: (gpu) => {
         // Above the diagonal: exactly 0; each row sums to 1 (within fp32 rounding).
@@ -345,38 +701,86 @@ export function kernelCases(): KernelCase[] {
           if (Math.abs(s - 1) > 1e-5) return `probs row ${r} sums to ${s}`;
         }
         return null;
-      } });
+      },
+    });
 
   // ---- gelu, add -------------------------------------------------------------------------------
-  add({ name: 'gelu', tol: TOL.transcendental,
-    tensors: { x: { shape: [1001], init: (r, i) => (i < 200 ? (i - 100) / 10 : r.normal() * 3) }, y: { shape: [1001] } },
-    op: { op: 'gelu', inputs: ['x'], outputs: ['y'] } });
-  add({ name: 'gelu_backward acc', tol: TOL.transcendental,
-    tensors: { dy: { shape: [3, 337], init: 'normal' }, x: { shape: [3, 337], init: (r) => r.normal() * 3 }, dx: { shape: [3, 337], init: 'normal' } },
-    op: { op: 'gelu_backward', inputs: ['dy', 'x'], outputs: ['dx'], attrs: { acc0: 1 } } });
-  add({ name: 'add alpha=-0.5', tol: TOL.elementwise,
+  add({
+    name: 'gelu',
+    tol: TOL.transcendental,
+    tensors: {
+      x: { shape: [1001], init: (r, i) => (i < 200 ? (i - 100) / 10 : r.normal() * 3) },
+      y: { shape: [1001] },
+    },
+    op: { op: 'gelu', inputs: ['x'], outputs: ['y'] },
+  });
+  add({
+    name: 'gelu_backward acc',
+    tol: TOL.transcendental,
+    tensors: {
+      dy: { shape: [3, 337], init: 'normal' },
+      x: { shape: [3, 337], init: (r) => r.normal() * 3 },
+      dx: { shape: [3, 337], init: 'normal' },
+    },
+    op: { op: 'gelu_backward', inputs: ['dy', 'x'], outputs: ['dx'], attrs: { acc0: 1 } },
+  });
+  add({
+    name: 'add alpha=-0.5',
+    tol: TOL.elementwise,
     tensors: { a: { shape: [1001], init: 'normal' }, b: { shape: [1001], init: 'normal' }, y: { shape: [1001] } },
-    op: { op: 'add', inputs: ['a', 'b'], outputs: ['y'], attrs: { alpha: -0.5 } } });
-  add({ name: 'add_backward acc', tol: TOL.elementwise,
-    tensors: { dy: { shape: [7, 41], init: 'normal' }, da: { shape: [7, 41], init: 'normal' }, db: { shape: [7, 41], init: 'normal' } },
-    op: { op: 'add_backward', inputs: ['dy'], outputs: ['da', 'db'], attrs: { acc0: 1, acc1: 0, alpha: 0.5 } } });
-  add({ name: 'add_backward db absent', tol: TOL.elementwise,
-    tensors: { dy: { shape: [300], init: 'normal' }, da: { shape: [300], init: 'normal' }, db: { shape: [300], init: 'normal' } },
+    op: { op: 'add', inputs: ['a', 'b'], outputs: ['y'], attrs: { alpha: -0.5 } },
+  });
+  add({
+    name: 'add_backward acc',
+    tol: TOL.elementwise,
+    tensors: {
+      dy: { shape: [7, 41], init: 'normal' },
+      da: { shape: [7, 41], init: 'normal' },
+      db: { shape: [7, 41], init: 'normal' },
+    },
+    op: { op: 'add_backward', inputs: ['dy'], outputs: ['da', 'db'], attrs: { acc0: 1, acc1: 0, alpha: 0.5 } },
+  });
+  add({
+    name: 'add_backward db absent',
+    tol: TOL.elementwise,
+    tensors: {
+      dy: { shape: [300], init: 'normal' },
+      da: { shape: [300], init: 'normal' },
+      db: { shape: [300], init: 'normal' },
+    },
     op: { op: 'add_backward', inputs: ['dy'], outputs: ['da', null], attrs: { acc0: 0, alpha: 1 } },
-    compareOutputs: ['da', 'db'] });
+    compareOutputs: ['da', 'db'],
+  });
 
   // ---- cross-entropy ---------------------------------------------------------------------------
-  add({ name: 'cross_entropy', tol: TOL.reduction,
-    tensors: { logits: { shape: [13, 37], init: (r) => r.normal() * 3 }, targets: { shape: [13], dtype: 'i32', init: tok(37) },
-      loss: { shape: [1] }, lse: { shape: [13] } },
-    op: { op: 'cross_entropy', inputs: ['logits', 'targets', null], outputs: ['loss', 'lse'] } });
-  add({ name: 'cross_entropy mask', tol: TOL.reduction, seed: 5,
-    tensors: { logits: { shape: [300, 256], init: (r) => r.normal() * 2 }, targets: { shape: [300], dtype: 'i32', init: tok(256) },
-      mask: { shape: [300], init: (r) => (r.uniform() < 0.3 ? 0 : 1) }, loss: { shape: [1] }, lse: { shape: [300] } },
-    op: { op: 'cross_entropy', inputs: ['logits', 'targets', 'mask'], outputs: ['loss', 'lse'] } });
+  add({
+    name: 'cross_entropy',
+    tol: TOL.reduction,
+    tensors: {
+      logits: { shape: [13, 37], init: (r) => r.normal() * 3 },
+      targets: { shape: [13], dtype: 'i32', init: tok(37) },
+      loss: { shape: [1] },
+      lse: { shape: [13] },
+    },
+    op: { op: 'cross_entropy', inputs: ['logits', 'targets', null], outputs: ['loss', 'lse'] },
+  });
+  add({
+    name: 'cross_entropy mask',
+    tol: TOL.reduction,
+    seed: 5,
+    tensors: {
+      logits: { shape: [300, 256], init: (r) => r.normal() * 2 },
+      targets: { shape: [300], dtype: 'i32', init: tok(256) },
+      mask: { shape: [300], init: (r) => (r.uniform() < 0.3 ? 0 : 1) },
+      loss: { shape: [1] },
+      lse: { shape: [300] },
+    },
+    op: { op: 'cross_entropy', inputs: ['logits', 'targets', 'mask'], outputs: ['loss', 'lse'] },
+  });
   {
     const r = caseRng(9);
-    const M = 13, V = 37;
+    const M = 13,
+      V = 37;
     const logits = Array.from({ length: M * V }, () => Math.fround(r.normal() * 3));
     const lse: number[] = [];
     for (let i = 0; i < M; i++) {
@@ -384,28 +788,78 @@ export function kernelCases(): KernelCase[] {
       const m = Math.max(...row);
       lse.push(m + Math.log(row.reduce((a, z) => a + Math.exp(z - m), 0)));
     }
-    add({ name: 'cross_entropy_backward', tol: TOL.transcendental,
-      tensors: { logits: { shape: [M, V], init: logits }, targets: { shape: [M], dtype: 'i32', init: tok(V) }, lse: { shape: [M], init: lse },
-        dlogits: { shape: [M, V], init: 'normal' } },
-      op: { op: 'cross_entropy_backward', inputs: ['logits', 'targets', 'lse', null], outputs: ['dlogits'], attrs: { acc0: 0 } } });
+    add({
+      name: 'cross_entropy_backward',
+      tol: TOL.transcendental,
+      tensors: {
+        logits: { shape: [M, V], init: logits },
+        targets: { shape: [M], dtype: 'i32', init: tok(V) },
+        lse: { shape: [M], init: lse },
+        dlogits: { shape: [M, V], init: 'normal' },
+      },
+      op: {
+        op: 'cross_entropy_backward',
+        inputs: ['logits', 'targets', 'lse', null],
+        outputs: ['dlogits'],
+        attrs: { acc0: 0 },
+      },
+    });
   }
-  add({ name: 'cross_entropy_backward mask no lse acc', tol: TOL.transcendental, seed: 11,
-    tensors: { logits: { shape: [70, 100], init: (r) => r.normal() * 3 }, targets: { shape: [70], dtype: 'i32', init: tok(100) },
-      mask: { shape: [70], init: (r) => (r.uniform() < 0.4 ? 0 : 0.5 + r.uniform()) }, dlogits: { shape: [70, 100], init: 'normal' } },
-    op: { op: 'cross_entropy_backward', inputs: ['logits', 'targets', null, 'mask'], outputs: ['dlogits'], attrs: { acc0: 1 } } });
+  add({
+    name: 'cross_entropy_backward mask no lse acc',
+    tol: TOL.transcendental,
+    seed: 11,
+    tensors: {
+      logits: { shape: [70, 100], init: (r) => r.normal() * 3 },
+      targets: { shape: [70], dtype: 'i32', init: tok(100) },
+      mask: { shape: [70], init: (r) => (r.uniform() < 0.4 ? 0 : 0.5 + r.uniform()) },
+      dlogits: { shape: [70, 100], init: 'normal' },
+    },
+    op: {
+      op: 'cross_entropy_backward',
+      inputs: ['logits', 'targets', null, 'mask'],
+      outputs: ['dlogits'],
+      attrs: { acc0: 1 },
+    },
+  });
 
   // ---- grad_norm, adamw ------------------------------------------------------------------------
-  add({ name: 'grad_norm', tol: TOL.optimizer,
-    tensors: { g0: { shape: [5], init: 'normal' }, g1: { shape: [3, 1000], init: 'normal', scale: 0.01 }, g2: { shape: [77], init: 'normal' },
-      g3: { shape: [4097], init: 'normal' }, norm: { shape: [1] } },
-    op: { op: 'grad_norm', inputs: ['g0', 'g1', 'g2', 'g3'], outputs: ['norm'] } });
-  for (const [normv, wd, step] of [[3.5, 0.1, 1], [0.2, 0.0, 7], [25, 0.1, 1000]] as const)
-    add({ name: `adamw norm=${normv} wd=${wd} step=${step}`, tol: TOL.optimizer, seed: step,
-      tensors: { p: { shape: [1001], init: 'normal' }, g: { shape: [1001], init: 'normal', scale: 0.1 },
-        m: { shape: [1001], init: 'normal', scale: 0.01 }, v: { shape: [1001], init: 'positive' },
-        norm: { shape: [1], init: [normv] }, 'optim.hparams': { shape: [2], kind: 'input', init: [3e-4, step] } },
-      op: { op: 'adamw', inputs: ['p', 'g', 'm', 'v', 'norm', 'optim.hparams'], outputs: ['p', 'm', 'v'],
-        attrs: { beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: wd, max_norm: 1.0 } } });
+  add({
+    name: 'grad_norm',
+    tol: TOL.optimizer,
+    tensors: {
+      g0: { shape: [5], init: 'normal' },
+      g1: { shape: [3, 1000], init: 'normal', scale: 0.01 },
+      g2: { shape: [77], init: 'normal' },
+      g3: { shape: [4097], init: 'normal' },
+      norm: { shape: [1] },
+    },
+    op: { op: 'grad_norm', inputs: ['g0', 'g1', 'g2', 'g3'], outputs: ['norm'] },
+  });
+  for (const [normv, wd, step] of [
+    [3.5, 0.1, 1],
+    [0.2, 0.0, 7],
+    [25, 0.1, 1000],
+  ] as const)
+    add({
+      name: `adamw norm=${normv} wd=${wd} step=${step}`,
+      tol: TOL.optimizer,
+      seed: step,
+      tensors: {
+        p: { shape: [1001], init: 'normal' },
+        g: { shape: [1001], init: 'normal', scale: 0.1 },
+        m: { shape: [1001], init: 'normal', scale: 0.01 },
+        v: { shape: [1001], init: 'positive' },
+        norm: { shape: [1], init: [normv] },
+        'optim.hparams': { shape: [2], kind: 'input', init: [3e-4, step] },
+      },
+      op: {
+        op: 'adamw',
+        inputs: ['p', 'g', 'm', 'v', 'norm', 'optim.hparams'],
+        outputs: ['p', 'm', 'v'],
+        attrs: { beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: wd, max_norm: 1.0 },
+      },
+    });
   return cases;
 }
 
@@ -432,9 +886,19 @@ export function caseProgram(c: KernelCase) {
   const names = Object.keys(c.tensors);
   const id = (n: string | null) => (n === null ? -1 : names.indexOf(n));
   const program: ProgramJSON = {
-    format: 'ptl-program', version: 1, name: c.name,
-    tensors: names.map((n) => ({ name: n, kind: c.tensors[n]!.kind ?? 'activation', dtype: c.tensors[n]!.dtype ?? 'f32', shape: c.tensors[n]!.shape, trainable: false })),
-    ops: [{ op: c.op.op as OpKind, inputs: c.op.inputs.map(id), outputs: c.op.outputs.map(id), attrs: c.op.attrs ?? {} }],
+    format: 'ptl-program',
+    version: 1,
+    name: c.name,
+    tensors: names.map((n) => ({
+      name: n,
+      kind: c.tensors[n]!.kind ?? 'activation',
+      dtype: c.tensors[n]!.dtype ?? 'f32',
+      shape: c.tensors[n]!.shape,
+      trainable: false,
+    })),
+    ops: [
+      { op: c.op.op as OpKind, inputs: c.op.inputs.map(id), outputs: c.op.outputs.map(id), attrs: c.op.attrs ?? {} },
+    ],
   };
   const values: Record<string, Float32Array | Int32Array> = {};
   for (const n of names) {
@@ -456,7 +920,12 @@ export function caseProgram(c: KernelCase) {
 function st(names: string[], c: KernelCase, values: Record<string, Float32Array | Int32Array>): Uint8Array {
   return encodeSafeTensors({
     metadata: {},
-    tensors: names.map((n) => ({ name: n, dtype: values[n] instanceof Int32Array ? 'I32' : 'F32', shape: c.tensors[n]!.shape, data: values[n]! })),
+    tensors: names.map((n) => ({
+      name: n,
+      dtype: values[n] instanceof Int32Array ? 'I32' : 'F32',
+      shape: c.tensors[n]!.shape,
+      data: values[n]!,
+    })),
   });
 }
 
@@ -468,8 +937,15 @@ export async function runKernelCase(backend: WebGPUBackend, reference: Reference
   const t0 = typeof performance !== 'undefined' ? performance.now() : Date.now();
   const o = c.options ?? {};
   const report: CaseResult = {
-    kernel: c.op.op, case: c.name, matmul_tile: o.matmulTile ?? 'auto', matmul_split: o.matmulSplit ?? 'auto',
-    attention_rows: o.attentionRows ?? 'auto', outputs: {}, atol: c.tol.atol, rtol: c.tol.rtol, passed: false,
+    kernel: c.op.op,
+    case: c.name,
+    matmul_tile: o.matmulTile ?? 'auto',
+    matmul_split: o.matmulSplit ?? 'auto',
+    attention_rows: o.attentionRows ?? 'auto',
+    outputs: {},
+    atol: c.tol.atol,
+    rtol: c.tol.rtol,
+    passed: false,
   };
   if (c.needs && !backend.device.features.has(c.needs)) {
     report.skipped = `the device has no '${c.needs}'`;
@@ -482,17 +958,34 @@ export async function runKernelCase(backend: WebGPUBackend, reference: Reference
     if (c.withForward) {
       // y and lse of attention_backward must be the forward's: run the reference forward first.
       const id = (n: string) => names.indexOf(n);
-      const fwd = { ...program, name: `${c.name} forward`,
-        ops: [{ op: 'attention' as OpKind, inputs: [id('q'), id('k'), id('v')], outputs: [id('y'), id('lse')], attrs: { heads: c.op.attrs!['heads']! } }] };
-      const out = decodeSafeTensors(await reference(JSON.stringify(fwd), st(names, c, values)), `${c.name}: reference forward output`);
+      const fwd = {
+        ...program,
+        name: `${c.name} forward`,
+        ops: [
+          {
+            op: 'attention' as OpKind,
+            inputs: [id('q'), id('k'), id('v')],
+            outputs: [id('y'), id('lse')],
+            attrs: { heads: c.op.attrs!['heads']! },
+          },
+        ],
+      };
+      const out = decodeSafeTensors(
+        await reference(JSON.stringify(fwd), st(names, c, values)),
+        `${c.name}: reference forward output`,
+      );
       for (const t of out.tensors) if (t.name === 'y' || t.name === 'lse') values[t.name] = t.data;
     }
-    const out = decodeSafeTensors(await reference(JSON.stringify(program), st(names, c, values)), `${c.name}: reference output`);
+    const out = decodeSafeTensors(
+      await reference(JSON.stringify(program), st(names, c, values)),
+      `${c.name}: reference output`,
+    );
     cpu = new Map(out.tensors.map((t) => [t.name, t.data]));
   } catch (e) {
     const msg = (e as Error).message ?? String(e);
     const m = UNKNOWN_OP.exec(msg);
-    if (m && m[1] === c.op.op) report.skipped = `the reference does not know op '${c.op.op}' yet (rebuild it): ${msg.trim().split('\n').pop()}`;
+    if (m && m[1] === c.op.op)
+      report.skipped = `the reference does not know op '${c.op.op}' yet (rebuild it): ${msg.trim().split('\n').pop()}`;
     else report.error = `reference failed: ${msg}`;
     return report;
   }
@@ -540,7 +1033,9 @@ export async function runKernelCase(backend: WebGPUBackend, reference: Reference
 
 // Runs every case (or those `filter` keeps) one after another; onResult sees each as it ends.
 export async function runKernelChecks(
-  backend: WebGPUBackend, reference: Reference, onResult?: (r: CaseResult) => void,
+  backend: WebGPUBackend,
+  reference: Reference,
+  onResult?: (r: CaseResult) => void,
   opts: { filter?: (c: KernelCase) => boolean } = {},
 ): Promise<CaseResult[]> {
   const results: CaseResult[] = [];
@@ -569,6 +1064,8 @@ export function summariseChecks(results: CaseResult[]) {
 // One line per case, for logs and the page.
 export function describeResult(r: CaseResult): string {
   if (r.skipped) return `skip ${r.case}: ${r.skipped}`;
-  const outs = Object.entries(r.outputs).map(([n, o]) => `${n}: abs ${o.max_abs.toExponential(2)} rel ${o.max_rel.toExponential(2)}`).join('; ');
+  const outs = Object.entries(r.outputs)
+    .map(([n, o]) => `${n}: abs ${o.max_abs.toExponential(2)} rel ${o.max_rel.toExponential(2)}`)
+    .join('; ');
   return `${r.passed ? 'ok  ' : 'FAIL'} ${r.case} [atol ${r.atol}, rtol ${r.rtol}] ${outs}${r.error ? ` (${r.error})` : ''}`;
 }

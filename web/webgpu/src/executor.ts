@@ -13,8 +13,24 @@
 // - Device errors (validation, out-of-memory, uncaptured errors, device loss) are collected and
 //   turned into WebGPUError exceptions at the next call.
 import { type IncludeAliases, type KernelSource, sourceWithIncludes, specialise, withIncludes } from './kernels.js';
-import { TILED_DEFAULT, type TiledConfig, linearTiledSource, parseTiled, tiledFromDefines, tiledSmem, tiledThreads } from './linear_gen.js';
-import { type OpInfo, type OpKind, type ProgramJSON, type TensorInfo, isPersistent, numel, parseProgram } from './program.js';
+import {
+  TILED_DEFAULT,
+  type TiledConfig,
+  linearTiledSource,
+  parseTiled,
+  tiledFromDefines,
+  tiledSmem,
+  tiledThreads,
+} from './linear_gen.js';
+import {
+  type OpInfo,
+  type OpKind,
+  type ProgramJSON,
+  type TensorInfo,
+  isPersistent,
+  numel,
+  parseProgram,
+} from './program.js';
 
 export class WebGPUError extends Error {
   constructor(message: string) {
@@ -71,7 +87,9 @@ export function asTyped(x: number): number {
 
 // AdamW step scalars, computed in double exactly like engine/backends/cpu/kernels/adamw.cpp.
 export function adamwConstants(
-  lr: number, step: number, attrs: Record<string, number>,
+  lr: number,
+  step: number,
+  attrs: Record<string, number>,
 ): [number, number, number, number, number, number, number, number] {
   const lrD = asTyped(Math.fround(lr));
   const b1 = asTyped(attrs['beta1'] ?? 0.9);
@@ -97,7 +115,8 @@ export function adamwConstants(
 const WIDE_MIN_TILES = 512;
 
 // For error messages: which common files a variant's module includes instead of the usual ones.
-const aliasNote = (includes: IncludeAliases): string => (Object.keys(includes).length ? ` ${JSON.stringify(includes)}` : '');
+const aliasNote = (includes: IncludeAliases): string =>
+  Object.keys(includes).length ? ` ${JSON.stringify(includes)}` : '';
 
 function ceilDiv(a: number, b: number): number {
   return Math.floor((a + b - 1) / b);
@@ -154,8 +173,12 @@ export class WebGPUBackend {
     this.device = device;
     this.kernels = kernels;
     this.options = {
-      matmulTile: options.matmulTile ?? 'auto', matmulSplit: options.matmulSplit ?? 'auto', attentionRows: options.attentionRows ?? 'auto',
-      matmulBK: options.matmulBK ?? 'auto', matmulNT: options.matmulNT ?? 'auto', matmulTiled: options.matmulTiled ?? 'auto',
+      matmulTile: options.matmulTile ?? 'auto',
+      matmulSplit: options.matmulSplit ?? 'auto',
+      attentionRows: options.attentionRows ?? 'auto',
+      matmulBK: options.matmulBK ?? 'auto',
+      matmulNT: options.matmulNT ?? 'auto',
+      matmulTiled: options.matmulTiled ?? 'auto',
       reductions: options.reductions ?? 'auto',
     };
     if (this.options.matmulTiled !== 'auto' && this.options.matmulTiled !== 'off') parseTiled(this.options.matmulTiled); // fail early
@@ -232,10 +255,22 @@ export class WebGPUBackend {
   }
 
   // Sets (creating if needed) a persistent tensor, e.g. a parameter from a checkpoint.
-  setPersistent(name: string, shape: number[], data: Float32Array | Int32Array, kind: TensorInfo['kind'] = 'parameter'): void {
+  setPersistent(
+    name: string,
+    shape: number[],
+    data: Float32Array | Int32Array,
+    kind: TensorInfo['kind'] = 'parameter',
+  ): void {
     this.check();
-    if (data.length !== numel(shape)) throw new WebGPUError(`tensor '${name}': ${data.length} values for shape [${shape}]`);
-    const t = this.persistent({ name, kind, dtype: data instanceof Int32Array ? 'i32' : 'f32', shape, trainable: kind === 'parameter' });
+    if (data.length !== numel(shape))
+      throw new WebGPUError(`tensor '${name}': ${data.length} values for shape [${shape}]`);
+    const t = this.persistent({
+      name,
+      kind,
+      dtype: data instanceof Int32Array ? 'i32' : 'f32',
+      shape,
+      trainable: kind === 'parameter',
+    });
     this.device.queue.writeBuffer(t.buffer, 0, data.buffer, data.byteOffset, data.byteLength);
   }
 
@@ -250,7 +285,11 @@ export class WebGPUBackend {
   private acquireStaging(size: number): GPUBuffer {
     const i = this.staging.findIndex((b) => b.size >= size);
     if (i >= 0) return this.staging.splice(i, 1)[0]!;
-    return this.device.createBuffer({ label: 'staging', size: Math.max(256, Math.ceil(size / 256) * 256), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    return this.device.createBuffer({
+      label: 'staging',
+      size: Math.max(256, Math.ceil(size / 256) * 256),
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
   }
 
   private releaseStaging(b: GPUBuffer): void {
@@ -259,7 +298,10 @@ export class WebGPUBackend {
 
   // Copies `sources` into one staging buffer on `encoder`; returns a function that, once the
   // encoder's commands are submitted, maps the buffer and resolves with copies of the data.
-  encodeReadback(encoder: GPUCommandEncoder, sources: GPUTensor[]): () => Promise<Map<string, Float32Array | Int32Array>> {
+  encodeReadback(
+    encoder: GPUCommandEncoder,
+    sources: GPUTensor[],
+  ): () => Promise<Map<string, Float32Array | Int32Array>> {
     const offsets: number[] = [];
     let total = 0;
     for (const s of sources) {
@@ -267,13 +309,17 @@ export class WebGPUBackend {
       total += Math.ceil(s.bytes / 4) * 4;
     }
     const staging = this.acquireStaging(Math.max(4, total));
-    sources.forEach((s, k) => encoder.copyBufferToBuffer(s.buffer, 0, staging, offsets[k]!, Math.ceil(s.bytes / 4) * 4));
+    sources.forEach((s, k) =>
+      encoder.copyBufferToBuffer(s.buffer, 0, staging, offsets[k]!, Math.ceil(s.bytes / 4) * 4),
+    );
     return async () => {
       try {
         await staging.mapAsync(GPUMapMode.READ, 0, staging.size);
       } catch (e) {
         this.check();
-        throw new WebGPUError(`reading back ${sources.map((s) => s.info.name).join(', ')} failed: ${(e as Error).message}`);
+        throw new WebGPUError(
+          `reading back ${sources.map((s) => s.info.name).join(', ')} failed: ${(e as Error).message}`,
+        );
       }
       const mapped = staging.getMappedRange(0, staging.size);
       const out = new Map<string, Float32Array | Int32Array>();
@@ -319,15 +365,20 @@ export class WebGPUBackend {
 
   // ---- pipelines -----------------------------------------------------------------------------
 
-  private async module(kernel: string, defines: Record<string, number>, includes: IncludeAliases): Promise<GPUShaderModule> {
+  private async module(
+    kernel: string,
+    defines: Record<string, number>,
+    includes: IncludeAliases,
+  ): Promise<GPUShaderModule> {
     const key = `${kernel}|${JSON.stringify(defines)}|${JSON.stringify(includes)}`;
     let m = this.modules.get(key);
     if (!m) {
       let code: string;
       try {
-        code = kernel === 'linear_tiled'
-          ? sourceWithIncludes(kernel, linearTiledSource(tiledFromDefines(defines)), this.kernels, includes)
-          : specialise(withIncludes(kernel, this.kernels, includes), defines);
+        code =
+          kernel === 'linear_tiled'
+            ? sourceWithIncludes(kernel, linearTiledSource(tiledFromDefines(defines)), this.kernels, includes)
+            : specialise(withIncludes(kernel, this.kernels, includes), defines);
       } catch (e) {
         throw new WebGPUError(`kernel '${kernel}': ${(e as Error).message}`);
       }
@@ -336,7 +387,10 @@ export class WebGPUBackend {
       this.device.pushErrorScope('validation');
       m = this.device.createShaderModule({ label: `${kernel}.wgsl`, code });
       const err = await this.device.popErrorScope();
-      if (err) throw new WebGPUError(`WGSL compile error in kernels/${kernel}.wgsl ${JSON.stringify(defines)}${aliasNote(includes)}:\n${err.message}`);
+      if (err)
+        throw new WebGPUError(
+          `WGSL compile error in kernels/${kernel}.wgsl ${JSON.stringify(defines)}${aliasNote(includes)}:\n${err.message}`,
+        );
       this.modules.set(key, m);
     }
     return m;
@@ -381,7 +435,9 @@ export class WebGPUBackend {
             compute: { module, entryPoint: spec.entry, constants },
           });
         } catch (e) {
-          throw new WebGPUError(`cannot create pipeline ${spec.kernel}.wgsl:${spec.entry} ${JSON.stringify(constants)}${aliasNote(includes)}: ${(e as Error).message}`);
+          throw new WebGPUError(
+            `cannot create pipeline ${spec.kernel}.wgsl:${spec.entry} ${JSON.stringify(constants)}${aliasNote(includes)}: ${(e as Error).message}`,
+          );
         }
       })();
       this.pipelines.set(key, p);
@@ -429,7 +485,16 @@ export class WebGPUBackend {
 // point, specialisation, uniform parameters, bindings, workgroup counts). Planning happens once,
 // when a program is loaded; nothing here touches the GPU beyond creating scratch buffers.
 
-type MatmulDims = { I: number; J: number; P: number; transA: boolean; lda: number; transB: boolean; ldb: number; ldc: number };
+type MatmulDims = {
+  I: number;
+  J: number;
+  P: number;
+  transA: boolean;
+  lda: number;
+  transB: boolean;
+  ldb: number;
+  ldc: number;
+};
 
 // What a planner sees: its op (tensor ids by position, -1 = absent), binding makers, and the
 // executor's shapes, range checks and variant choices.
@@ -454,7 +519,16 @@ interface PlanContext {
   rowReductions(): IncludeAliases;
   rowsPerWorkgroup(): number;
   headSize(C: number, H: number): number;
-  matmul(label: string, d: MatmulDims, a: BindingSpec, b: BindingSpec, bias: BindingSpec, c: BindingSpec, hasBias: boolean, accumulate: boolean): DispatchSpec[];
+  matmul(
+    label: string,
+    d: MatmulDims,
+    a: BindingSpec,
+    b: BindingSpec,
+    bias: BindingSpec,
+    c: BindingSpec,
+    hasBias: boolean,
+    accumulate: boolean,
+  ): DispatchSpec[];
   adamwSlot(attrs: Record<string, number>): number;
 }
 type Planner = (c: PlanContext) => DispatchSpec[];
@@ -464,39 +538,64 @@ const b1 = (v: boolean): number => (v ? 1 : 0);
 // embedding: x = tok_emb[tokens] + pos_emb[pos0 + t]; token ids and pos0 are range-checked on the host.
 function planEmbedding(c: PlanContext): DispatchSpec[] {
   const { label, inp, out, need, r, w, elementwise } = c;
-  const tokens = need(inp(0), 'tokens'), tokEmb = need(inp(1), 'tok_emb'), posEmb = need(inp(2), 'pos_emb');
+  const tokens = need(inp(0), 'tokens'),
+    tokEmb = need(inp(1), 'tok_emb'),
+    posEmb = need(inp(2), 'pos_emb');
   const [B, T] = c.shape(tokens) as [number, number];
   const [V, C] = c.shape(tokEmb) as [number, number];
   c.bound(tokens, V, (x, i) => `id ${x} at index ${i} is outside the vocabulary [0, ${V})`);
   if (c.shape(posEmb)[0]! < T) throw new WebGPUError(`${label}: ${T} positions but pos_emb has ${c.shape(posEmb)[0]}`);
   const P = c.shape(posEmb)[0]!;
-  if (inp(3) >= 0) c.bound(inp(3), P - T + 1, (x) => `pos0 = ${x}: positions ${x} .. ${x + T - 1} are outside pos_emb's ${P} rows`);
+  if (inp(3) >= 0)
+    c.bound(inp(3), P - T + 1, (x) => `pos0 = ${x}: positions ${x} .. ${x + T - 1} are outside pos_emb's ${P} rows`);
   const n = B * T * C;
-  return [{
-    kernel: 'embedding', entry: 'main', label, constants: { HAS_POS0: b1(inp(3) >= 0) },
-    params: [u(n), u(T), u(C), u(0)],
-    bindings: [r(1, tokens), r(2, tokEmb), r(3, posEmb), r(4, inp(3)), w(5, need(out(0), 'x'))],
-    workgroups: elementwise(n),
-  }];
+  return [
+    {
+      kernel: 'embedding',
+      entry: 'main',
+      label,
+      constants: { HAS_POS0: b1(inp(3) >= 0) },
+      params: [u(n), u(T), u(C), u(0)],
+      bindings: [r(1, tokens), r(2, tokEmb), r(3, posEmb), r(4, inp(3)), w(5, need(out(0), 'x'))],
+      workgroups: elementwise(n),
+    },
+  ];
 }
 
 // embedding_backward: d tok_emb (one workgroup per vocabulary row) and d pos_emb, each only when asked for.
 function planEmbeddingBackward(c: PlanContext): DispatchSpec[] {
   const { label, inp, out, acc, need, r, w, elementwise } = c;
-  const dx = need(inp(0), 'dx'), tokens = need(inp(1), 'tokens');
+  const dx = need(inp(0), 'dx'),
+    tokens = need(inp(1), 'tokens');
   const [B, T] = c.shape(tokens) as [number, number];
   const C = c.shape(dx).at(-1)!;
-  const dtok = out(0), dpos = out(1);
-  const V = dtok >= 0 ? c.shape(dtok)[0]! : 0, ctx = dpos >= 0 ? c.shape(dpos)[0]! : 0;
+  const dtok = out(0),
+    dpos = out(1);
+  const V = dtok >= 0 ? c.shape(dtok)[0]! : 0,
+    ctx = dpos >= 0 ? c.shape(dpos)[0]! : 0;
   const params = [u(B * T), u(T), u(C), u(V), u(ctx), u(0), u(0), u(0)];
   const constants = { HAS_POS0: b1(inp(2) >= 0), ACC_TOK: b1(acc(0)), ACC_POS: b1(acc(1)) };
   const specs: DispatchSpec[] = [];
   if (dtok >= 0)
-    specs.push({ kernel: 'embedding_backward', entry: 'dtok_main', label: `${label} dtok`, constants, params,
-      bindings: [r(1, dx), r(2, tokens), w(4, dtok)], workgroups: c.grid(V) });
+    specs.push({
+      kernel: 'embedding_backward',
+      entry: 'dtok_main',
+      label: `${label} dtok`,
+      constants,
+      params,
+      bindings: [r(1, dx), r(2, tokens), w(4, dtok)],
+      workgroups: c.grid(V),
+    });
   if (dpos >= 0)
-    specs.push({ kernel: 'embedding_backward', entry: 'dpos_main', label: `${label} dpos`, constants, params,
-      bindings: [r(1, dx), r(3, inp(2)), w(5, dpos)], workgroups: elementwise(ctx * C) });
+    specs.push({
+      kernel: 'embedding_backward',
+      entry: 'dpos_main',
+      label: `${label} dpos`,
+      constants,
+      params,
+      bindings: [r(1, dx), r(3, inp(2)), w(5, dpos)],
+      workgroups: elementwise(ctx * C),
+    });
   return specs;
 }
 
@@ -504,64 +603,142 @@ function planEmbeddingBackward(c: PlanContext): DispatchSpec[] {
 function planLayernorm(c: PlanContext): DispatchSpec[] {
   const { op, label, inp, out, need, r, w } = c;
   const x = need(inp(0), 'x');
-  const C = c.shape(x).at(-1)!, N = c.numel(x) / C;
-  return [{
-    kernel: 'layernorm', entry: 'main', label, includes: c.rowReductions(),
-    constants: { HAS_MEAN: b1(out(1) >= 0), HAS_RSTD: b1(out(2) >= 0) },
-    params: [u(N), u(C), f(op.attrs['eps'] ?? 1e-5), u(0)],
-    bindings: [r(1, x), r(2, need(inp(1), 'w')), r(3, need(inp(2), 'b')), w(4, need(out(0), 'y')), w(5, out(1)), w(6, out(2))],
-    workgroups: c.grid(N),
-  }];
+  const C = c.shape(x).at(-1)!,
+    N = c.numel(x) / C;
+  return [
+    {
+      kernel: 'layernorm',
+      entry: 'main',
+      label,
+      includes: c.rowReductions(),
+      constants: { HAS_MEAN: b1(out(1) >= 0), HAS_RSTD: b1(out(2) >= 0) },
+      params: [u(N), u(C), f(op.attrs['eps'] ?? 1e-5), u(0)],
+      bindings: [
+        r(1, x),
+        r(2, need(inp(1), 'w')),
+        r(3, need(inp(2), 'b')),
+        w(4, need(out(0), 'y')),
+        w(5, out(1)),
+        w(6, out(2)),
+      ],
+      workgroups: c.grid(N),
+    },
+  ];
 }
 
 // layernorm_backward: dx per row, dw/db per column block: two entries of one module.
 function planLayernormBackward(c: PlanContext): DispatchSpec[] {
   const { label, inp, out, acc, need, r, w } = c;
-  const dy = need(inp(0), 'dy'), x = need(inp(1), 'x'), wt = need(inp(2), 'w');
-  const mean = need(inp(3), 'mean'), rstd = need(inp(4), 'rstd');
-  const C = c.shape(x).at(-1)!, N = c.numel(x) / C;
+  const dy = need(inp(0), 'dy'),
+    x = need(inp(1), 'x'),
+    wt = need(inp(2), 'w');
+  const mean = need(inp(3), 'mean'),
+    rstd = need(inp(4), 'rstd');
+  const C = c.shape(x).at(-1)!,
+    N = c.numel(x) / C;
   const params = [u(N), u(C), u(0), u(0)];
   const constants = {
-    ACC_DX: b1(acc(0)), ACC_DW: b1(acc(1)), ACC_DB: b1(acc(2)), HAS_DW: b1(out(1) >= 0), HAS_DB: b1(out(2) >= 0),
+    ACC_DX: b1(acc(0)),
+    ACC_DW: b1(acc(1)),
+    ACC_DB: b1(acc(2)),
+    HAS_DW: b1(out(1) >= 0),
+    HAS_DB: b1(out(2) >= 0),
   };
   // Both entries from one module (dwdb_main does not reduce over a row, but shares the file).
   const includes = c.rowReductions();
   const specs: DispatchSpec[] = [];
   if (out(0) >= 0)
-    specs.push({ kernel: 'layernorm_backward', entry: 'dx_main', label: `${label} dx`, includes, constants, params,
-      bindings: [r(1, dy), r(2, x), r(3, wt), r(4, mean), r(5, rstd), w(6, out(0))], workgroups: c.grid(N) });
+    specs.push({
+      kernel: 'layernorm_backward',
+      entry: 'dx_main',
+      label: `${label} dx`,
+      includes,
+      constants,
+      params,
+      bindings: [r(1, dy), r(2, x), r(3, wt), r(4, mean), r(5, rstd), w(6, out(0))],
+      workgroups: c.grid(N),
+    });
   if (out(1) >= 0 || out(2) >= 0)
-    specs.push({ kernel: 'layernorm_backward', entry: 'dwdb_main', label: `${label} dw/db`, includes, constants, params,
+    specs.push({
+      kernel: 'layernorm_backward',
+      entry: 'dwdb_main',
+      label: `${label} dw/db`,
+      includes,
+      constants,
+      params,
       bindings: [r(1, dy), r(2, x), r(4, mean), r(5, rstd), w(7, out(1)), w(8, out(2))],
-      workgroups: [ceilDiv(C, 32), 1, 1] });
+      workgroups: [ceilDiv(C, 32), 1, 1],
+    });
   return specs;
 }
 
 // linear: y = x W^T (+ b): one matrix product.
 function planLinear(c: PlanContext): DispatchSpec[] {
   const { label, inp, out, need, r, w } = c;
-  const x = need(inp(0), 'x'), W = need(inp(1), 'W');
-  const K = c.shape(x).at(-1)!, M = c.numel(x) / K, N = c.shape(W)[0]!;
+  const x = need(inp(0), 'x'),
+    W = need(inp(1), 'W');
+  const K = c.shape(x).at(-1)!,
+    M = c.numel(x) / K,
+    N = c.shape(W)[0]!;
   if (c.shape(W)[1] !== K) throw new WebGPUError(`${label}: W is [${c.shape(W)}] for inputs of width ${K}`);
-  return c.matmul(`${label}`, { I: M, J: N, P: K, transA: false, lda: K, transB: true, ldb: K, ldc: N },
-    r(1, x), r(2, W), r(3, inp(2)), w(4, need(out(0), 'y')), inp(2) >= 0, false);
+  return c.matmul(
+    `${label}`,
+    { I: M, J: N, P: K, transA: false, lda: K, transB: true, ldb: K, ldc: N },
+    r(1, x),
+    r(2, W),
+    r(3, inp(2)),
+    w(4, need(out(0), 'y')),
+    inp(2) >= 0,
+    false,
+  );
 }
 
 // linear_backward: dx = dy W, dW = dy^T x (matrix products) and db (column sums of dy), each when asked for.
 function planLinearBackward(c: PlanContext): DispatchSpec[] {
   const { label, inp, out, acc, need, r, w } = c;
-  const dy = need(inp(0), 'dy'), x = need(inp(1), 'x'), W = need(inp(2), 'W');
-  const K = c.shape(x).at(-1)!, M = c.numel(x) / K, N = c.shape(W)[0]!;
+  const dy = need(inp(0), 'dy'),
+    x = need(inp(1), 'x'),
+    W = need(inp(2), 'W');
+  const K = c.shape(x).at(-1)!,
+    M = c.numel(x) / K,
+    N = c.shape(W)[0]!;
   const specs: DispatchSpec[] = [];
   if (out(0) >= 0)
-    specs.push(...c.matmul(`${label} dx`, { I: M, J: K, P: N, transA: false, lda: N, transB: false, ldb: K, ldc: K },
-      r(1, dy), r(2, W), r(3, -1), w(4, out(0)), false, acc(0)));
+    specs.push(
+      ...c.matmul(
+        `${label} dx`,
+        { I: M, J: K, P: N, transA: false, lda: N, transB: false, ldb: K, ldc: K },
+        r(1, dy),
+        r(2, W),
+        r(3, -1),
+        w(4, out(0)),
+        false,
+        acc(0),
+      ),
+    );
   if (out(1) >= 0)
-    specs.push(...c.matmul(`${label} dW`, { I: N, J: K, P: M, transA: true, lda: N, transB: false, ldb: K, ldc: K },
-      r(1, dy), r(2, x), r(3, -1), w(4, out(1)), false, acc(1)));
+    specs.push(
+      ...c.matmul(
+        `${label} dW`,
+        { I: N, J: K, P: M, transA: true, lda: N, transB: false, ldb: K, ldc: K },
+        r(1, dy),
+        r(2, x),
+        r(3, -1),
+        w(4, out(1)),
+        false,
+        acc(1),
+      ),
+    );
   if (out(2) >= 0)
-    specs.push({ kernel: 'linear_backward', entry: 'bias_grad', label: `${label} db`, constants: { ACC: b1(acc(2)) },
-      params: [u(M), u(N), u(0), u(0)], bindings: [r(1, dy), w(2, out(2))], workgroups: [ceilDiv(N, 32), 1, 1] });
+    specs.push({
+      kernel: 'linear_backward',
+      entry: 'bias_grad',
+      label: `${label} db`,
+      constants: { ACC: b1(acc(2)) },
+      params: [u(M), u(N), u(0), u(0)],
+      bindings: [r(1, dy), w(2, out(2))],
+      workgroups: [ceilDiv(N, 32), 1, 1],
+    });
   return specs;
 }
 
@@ -575,12 +752,18 @@ function planAttention(c: PlanContext): DispatchSpec[] {
   let BKV = 16;
   while (2 * BKV * HS * 4 > c.backend.device.limits.maxComputeWorkgroupStorageSize && BKV > 1) BKV /= 2;
   const BQ = c.rowsPerWorkgroup();
-  return [{
-    kernel: 'attention', entry: 'main', label, defines: { HS, BKV, BQ }, constants: { HAS_LSE: b1(out(1) >= 0) },
-    params: [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)],
-    bindings: [r(1, q), r(2, need(inp(1), 'k')), r(3, need(inp(2), 'v')), w(4, need(out(0), 'y')), w(5, out(1))],
-    workgroups: [ceilDiv(T, BQ), B * H, 1],
-  }];
+  return [
+    {
+      kernel: 'attention',
+      entry: 'main',
+      label,
+      defines: { HS, BKV, BQ },
+      constants: { HAS_LSE: b1(out(1) >= 0) },
+      params: [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)],
+      bindings: [r(1, q), r(2, need(inp(1), 'k')), r(3, need(inp(2), 'v')), w(4, need(out(0), 'y')), w(5, out(1))],
+      workgroups: [ceilDiv(T, BQ), B * H, 1],
+    },
+  ];
 }
 
 // attention_backward: dq from query blocks, dk/dv from key blocks.
@@ -595,124 +778,229 @@ function planAttentionBackward(c: PlanContext): DispatchSpec[] {
   const params = [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)];
   const WG = c.rowsPerWorkgroup();
   const constants = {
-    ACC_DQ: b1(acc(0)), ACC_DK: b1(acc(1)), ACC_DV: b1(acc(2)), HAS_DK: b1(out(1) >= 0), HAS_DV: b1(out(2) >= 0),
+    ACC_DQ: b1(acc(0)),
+    ACC_DK: b1(acc(1)),
+    ACC_DV: b1(acc(2)),
+    HAS_DK: b1(out(1) >= 0),
+    HAS_DV: b1(out(2) >= 0),
   };
   const inputs = ins.map((id, i) => r(i + 1, id));
   const specs: DispatchSpec[] = [];
   if (out(0) >= 0)
-    specs.push({ kernel: 'attention_backward', entry: 'dq_main', label: `${label} dq`, defines: { HS, BT, WG }, constants, params,
-      bindings: [...inputs, w(7, out(0))], workgroups: [ceilDiv(T, WG), B * H, 1] });
+    specs.push({
+      kernel: 'attention_backward',
+      entry: 'dq_main',
+      label: `${label} dq`,
+      defines: { HS, BT, WG },
+      constants,
+      params,
+      bindings: [...inputs, w(7, out(0))],
+      workgroups: [ceilDiv(T, WG), B * H, 1],
+    });
   if (out(1) >= 0 || out(2) >= 0)
-    specs.push({ kernel: 'attention_backward', entry: 'dkdv_main', label: `${label} dk/dv`, defines: { HS, BT, WG }, constants, params,
-      bindings: [...inputs, w(8, out(1)), w(9, out(2))], workgroups: [ceilDiv(T, WG), B * H, 1] });
+    specs.push({
+      kernel: 'attention_backward',
+      entry: 'dkdv_main',
+      label: `${label} dk/dv`,
+      defines: { HS, BT, WG },
+      constants,
+      params,
+      bindings: [...inputs, w(8, out(1)), w(9, out(2))],
+      workgroups: [ceilDiv(T, WG), B * H, 1],
+    });
   return specs;
 }
 
 // kv_cache_write: generation writes the step's k and v rows into the caches at pos0.
 function planKvCacheWrite(c: PlanContext): DispatchSpec[] {
   const { label, inp, out, need, r, w, elementwise } = c;
-  const kk = need(inp(0), 'k'), vv = need(inp(1), 'v'), pos0 = need(inp(2), 'pos0');
-  const kc = need(out(0), 'k_cache'), vc = need(out(1), 'v_cache');
-  const C = c.shape(kk).at(-1)!, n = c.numel(kk) / C, ctx = c.shape(kc)[0]!;
+  const kk = need(inp(0), 'k'),
+    vv = need(inp(1), 'v'),
+    pos0 = need(inp(2), 'pos0');
+  const kc = need(out(0), 'k_cache'),
+    vc = need(out(1), 'v_cache');
+  const C = c.shape(kk).at(-1)!,
+    n = c.numel(kk) / C,
+    ctx = c.shape(kc)[0]!;
   if (c.numel(vv) !== n * C || c.shape(kc).at(-1) !== C || c.numel(vc) !== c.numel(kc))
-    throw new WebGPUError(`${label}: k [${c.shape(kk)}], v [${c.shape(vv)}] do not fit the caches [${c.shape(kc)}], [${c.shape(vc)}]`);
+    throw new WebGPUError(
+      `${label}: k [${c.shape(kk)}], v [${c.shape(vv)}] do not fit the caches [${c.shape(kc)}], [${c.shape(vc)}]`,
+    );
   if (n > ctx) throw new WebGPUError(`${label}: ${n} rows do not fit a cache of ${ctx}`);
   c.bound(pos0, ctx - n + 1, (x) => `pos0 = ${x}: rows ${x} .. ${x + n - 1} are outside the KV cache of ${ctx} rows`);
-  return [{
-    kernel: 'kv_cache_write', entry: 'main', label, constants: { C }, params: [u(n * C), u(0), u(0), u(0)],
-    bindings: [r(1, kk), r(2, vv), r(3, pos0), w(4, kc), w(5, vc)], workgroups: elementwise(n * C),
-  }];
+  return [
+    {
+      kernel: 'kv_cache_write',
+      entry: 'main',
+      label,
+      constants: { C },
+      params: [u(n * C), u(0), u(0), u(0)],
+      bindings: [r(1, kk), r(2, vv), r(3, pos0), w(4, kc), w(5, vc)],
+      workgroups: elementwise(n * C),
+    },
+  ];
 }
 
 // attention_cached: generation's attention of the new rows over the cached k and v, one workgroup per (row, head).
 function planAttentionCached(c: PlanContext): DispatchSpec[] {
   const { op, label, inp, out, need, r, w } = c;
-  const q = need(inp(0), 'q'), kc = need(inp(1), 'k_cache'), vc = need(inp(2), 'v_cache'), pos0 = need(inp(3), 'pos0');
-  const C = c.shape(q).at(-1)!, n = c.numel(q) / C, ctx = c.shape(kc)[0]!;
+  const q = need(inp(0), 'q'),
+    kc = need(inp(1), 'k_cache'),
+    vc = need(inp(2), 'v_cache'),
+    pos0 = need(inp(3), 'pos0');
+  const C = c.shape(q).at(-1)!,
+    n = c.numel(q) / C,
+    ctx = c.shape(kc)[0]!;
   const H = op.attrs['heads'] ?? 0;
   const HS = c.headSize(C, H);
   if (c.shape(kc).at(-1) !== C || c.numel(vc) !== c.numel(kc))
     throw new WebGPUError(`${label}: caches [${c.shape(kc)}], [${c.shape(vc)}] do not match q [${c.shape(q)}]`);
   c.bound(pos0, ctx - n + 1, (x) => `pos0 = ${x}: rows ${x} .. ${x + n - 1} are outside the KV cache of ${ctx} rows`);
   if (n > c.backend.maxWorkgroups) throw new WebGPUError(`${label}: ${n} query rows are more than one dispatch holds`);
-  return [{
-    kernel: 'attention_cached', entry: 'main', label, defines: { HS, CPT: ceilDiv(HS, 64) },
-    params: [u(n), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
-    bindings: [r(1, q), r(2, kc), r(3, vc), r(4, pos0), w(5, need(out(0), 'y'))], workgroups: [n, H, 1],
-  }];
+  return [
+    {
+      kernel: 'attention_cached',
+      entry: 'main',
+      label,
+      defines: { HS, CPT: ceilDiv(HS, 64) },
+      params: [u(n), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
+      bindings: [r(1, q), r(2, kc), r(3, vc), r(4, pos0), w(5, need(out(0), 'y'))],
+      workgroups: [n, H, 1],
+    },
+  ];
 }
 
 // attention_probs: the attention weights themselves ([B, H, T, T]), for inspection.
 function planAttentionProbs(c: PlanContext): DispatchSpec[] {
   const { op, label, inp, out, need, r, w } = c;
-  const q = need(inp(0), 'q'), kk = need(inp(1), 'k'), probs = need(out(0), 'probs');
+  const q = need(inp(0), 'q'),
+    kk = need(inp(1), 'k'),
+    probs = need(out(0), 'probs');
   const [B, T, C] = c.shape(q) as [number, number, number];
   const H = op.attrs['heads'] ?? 0;
   const HS = c.headSize(C, H);
   if (c.numel(kk) !== B * T * C) throw new WebGPUError(`${label}: k [${c.shape(kk)}] does not match q [${c.shape(q)}]`);
-  if (c.numel(probs) !== B * H * T * T) throw new WebGPUError(`${label}: probs [${c.shape(probs)}] is not [${B}, ${H}, ${T}, ${T}]`);
+  if (c.numel(probs) !== B * H * T * T)
+    throw new WebGPUError(`${label}: probs [${c.shape(probs)}] is not [${B}, ${H}, ${T}, ${T}]`);
   if (T > c.backend.maxWorkgroups || B * H > c.backend.maxWorkgroups)
     throw new WebGPUError(`${label}: [${B}, ${H}, ${T}] rows are more than one dispatch holds`);
-  return [{
-    kernel: 'attention_probs', entry: 'main', label, defines: { HS },
-    params: [u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
-    bindings: [r(1, q), r(2, kk), w(3, probs)], workgroups: [T, B * H, 1],
-  }];
+  return [
+    {
+      kernel: 'attention_probs',
+      entry: 'main',
+      label,
+      defines: { HS },
+      params: [u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS)))],
+      bindings: [r(1, q), r(2, kk), w(3, probs)],
+      workgroups: [T, B * H, 1],
+    },
+  ];
 }
 
 // gelu: elementwise.
 function planGelu(c: PlanContext): DispatchSpec[] {
   const { label, inp, out, need, r, w, elementwise } = c;
-  const x = need(inp(0), 'x'), n = c.numel(x);
-  return [{ kernel: 'gelu', entry: 'main', label, params: [u(n), u(0), u(0), u(0)],
-    bindings: [r(1, x), w(2, need(out(0), 'y'))], workgroups: elementwise(n) }];
+  const x = need(inp(0), 'x'),
+    n = c.numel(x);
+  return [
+    {
+      kernel: 'gelu',
+      entry: 'main',
+      label,
+      params: [u(n), u(0), u(0), u(0)],
+      bindings: [r(1, x), w(2, need(out(0), 'y'))],
+      workgroups: elementwise(n),
+    },
+  ];
 }
 
 // gelu_backward: elementwise; nothing to do when the gradient is not needed.
 function planGeluBackward(c: PlanContext): DispatchSpec[] {
   const { label, inp, out, acc, need, r, w, elementwise } = c;
-  const dy = need(inp(0), 'dy'), n = c.numel(dy);
+  const dy = need(inp(0), 'dy'),
+    n = c.numel(dy);
   if (out(0) < 0) return [];
-  return [{ kernel: 'gelu_backward', entry: 'main', label, constants: { ACC: b1(acc(0)) }, params: [u(n), u(0), u(0), u(0)],
-    bindings: [r(1, dy), r(2, need(inp(1), 'x')), w(3, out(0))], workgroups: elementwise(n) }];
+  return [
+    {
+      kernel: 'gelu_backward',
+      entry: 'main',
+      label,
+      constants: { ACC: b1(acc(0)) },
+      params: [u(n), u(0), u(0), u(0)],
+      bindings: [r(1, dy), r(2, need(inp(1), 'x')), w(3, out(0))],
+      workgroups: elementwise(n),
+    },
+  ];
 }
 
 // add: y = a + alpha b, elementwise.
 function planAdd(c: PlanContext): DispatchSpec[] {
   const { op, label, inp, out, need, r, w, elementwise } = c;
-  const a = need(inp(0), 'a'), n = c.numel(a);
-  return [{ kernel: 'add', entry: 'main', label, params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
-    bindings: [r(1, a), r(2, need(inp(1), 'b')), w(3, need(out(0), 'y'))], workgroups: elementwise(n) }];
+  const a = need(inp(0), 'a'),
+    n = c.numel(a);
+  return [
+    {
+      kernel: 'add',
+      entry: 'main',
+      label,
+      params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
+      bindings: [r(1, a), r(2, need(inp(1), 'b')), w(3, need(out(0), 'y'))],
+      workgroups: elementwise(n),
+    },
+  ];
 }
 
 // add_backward: da = dy, db = alpha dy, each when asked for.
 function planAddBackward(c: PlanContext): DispatchSpec[] {
   const { op, label, inp, out, acc, need, r, w, elementwise } = c;
-  const dy = need(inp(0), 'dy'), n = c.numel(dy);
+  const dy = need(inp(0), 'dy'),
+    n = c.numel(dy);
   if (out(0) < 0 && out(1) < 0) return [];
-  return [{ kernel: 'add_backward', entry: 'main', label,
-    constants: { HAS_DA: b1(out(0) >= 0), HAS_DB: b1(out(1) >= 0), ACC_A: b1(acc(0)), ACC_B: b1(acc(1)) },
-    params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
-    bindings: [r(1, dy), w(2, out(0)), w(3, out(1))], workgroups: elementwise(n) }];
+  return [
+    {
+      kernel: 'add_backward',
+      entry: 'main',
+      label,
+      constants: { HAS_DA: b1(out(0) >= 0), HAS_DB: b1(out(1) >= 0), ACC_A: b1(acc(0)), ACC_B: b1(acc(1)) },
+      params: [u(n), f(op.attrs['alpha'] ?? 1), u(0), u(0)],
+      bindings: [r(1, dy), w(2, out(0)), w(3, out(1))],
+      workgroups: elementwise(n),
+    },
+  ];
 }
 
 // cross_entropy: per-row losses (and log-sum-exp), then their masked mean in one more dispatch.
 function planCrossEntropy(c: PlanContext): DispatchSpec[] {
   const { label, inp, out, need, r, w } = c;
-  const logits = need(inp(0), 'logits'), targets = need(inp(1), 'targets');
+  const logits = need(inp(0), 'logits'),
+    targets = need(inp(1), 'targets');
   const [M, V] = c.shape(logits) as [number, number];
   c.bound(targets, V, (x, i) => `id ${x} at index ${i} is outside the vocabulary [0, ${V})`);
   const rowloss = c.scratch(M, `${label} row losses`);
   const params = [u(M), u(V), u(0), u(0)];
   const constants = { HAS_MASK: b1(inp(2) >= 0), HAS_LSE: b1(out(1) >= 0) };
   const rl = (binding: number): BindingSpec => ({ binding, buffer: rowloss, access: 'w', what: 'row losses' });
-  const specs: DispatchSpec[] = [{
-    kernel: 'cross_entropy', entry: 'rows_main', label: `${label} rows`, constants, params,
-    bindings: [r(1, logits), r(2, targets), r(3, inp(2)), w(4, out(1)), rl(5)], workgroups: c.grid(M),
-  }];
+  const specs: DispatchSpec[] = [
+    {
+      kernel: 'cross_entropy',
+      entry: 'rows_main',
+      label: `${label} rows`,
+      constants,
+      params,
+      bindings: [r(1, logits), r(2, targets), r(3, inp(2)), w(4, out(1)), rl(5)],
+      workgroups: c.grid(M),
+    },
+  ];
   if (out(0) >= 0)
-    specs.push({ kernel: 'cross_entropy', entry: 'total_main', label: `${label} total`, constants, params,
-      bindings: [r(3, inp(2)), rl(5), w(6, out(0))], workgroups: [1, 1, 1] });
+    specs.push({
+      kernel: 'cross_entropy',
+      entry: 'total_main',
+      label: `${label} total`,
+      constants,
+      params,
+      bindings: [r(3, inp(2)), rl(5), w(6, out(0))],
+      workgroups: [1, 1, 1],
+    });
   return specs;
 }
 
@@ -722,13 +1010,17 @@ function planCrossEntropyBackward(c: PlanContext): DispatchSpec[] {
   const logits = need(inp(0), 'logits');
   const [M, V] = c.shape(logits) as [number, number];
   if (out(0) < 0) return [];
-  return [{
-    kernel: 'cross_entropy_backward', entry: 'main', label,
-    constants: { HAS_LSE: b1(inp(2) >= 0), HAS_MASK: b1(inp(3) >= 0), ACC: b1(acc(0)) },
-    params: [u(M), u(V), u(0), u(0)],
-    bindings: [r(1, logits), r(2, need(inp(1), 'targets')), r(3, inp(2)), r(4, inp(3)), w(5, out(0))],
-    workgroups: c.grid(M),
-  }];
+  return [
+    {
+      kernel: 'cross_entropy_backward',
+      entry: 'main',
+      label,
+      constants: { HAS_LSE: b1(inp(2) >= 0), HAS_MASK: b1(inp(3) >= 0), ACC: b1(acc(0)) },
+      params: [u(M), u(V), u(0), u(0)],
+      bindings: [r(1, logits), r(2, need(inp(1), 'targets')), r(3, inp(2)), r(4, inp(3)), w(5, out(0))],
+      workgroups: c.grid(M),
+    },
+  ];
 }
 
 // grad_norm: sums of squares of every gradient in fixed chunks, then one workgroup adds the partial sums.
@@ -743,33 +1035,63 @@ function planGradNorm(c: PlanContext): DispatchSpec[] {
   let base = 0;
   op.inputs.forEach((id, i) => {
     if (id < 0 || groups[i] === 0) return;
-    specs.push({ kernel: 'grad_norm', entry: 'partial_main', label: `${label} ${c.name(id)}`,
-      params: [u(c.numel(id)), u(base), u(0), u(0)], bindings: [r(1, id), pw(2)], workgroups: c.grid(groups[i]!) });
+    specs.push({
+      kernel: 'grad_norm',
+      entry: 'partial_main',
+      label: `${label} ${c.name(id)}`,
+      params: [u(c.numel(id)), u(base), u(0), u(0)],
+      bindings: [r(1, id), pw(2)],
+      workgroups: c.grid(groups[i]!),
+    });
     base += groups[i]!;
   });
-  specs.push({ kernel: 'grad_norm', entry: 'finish_main', label: `${label} finish`,
-    params: [u(0), u(0), u(total), u(0)], bindings: [pw(2), w(3, need(out(0), 'norm'))], workgroups: [1, 1, 1] });
+  specs.push({
+    kernel: 'grad_norm',
+    entry: 'finish_main',
+    label: `${label} finish`,
+    params: [u(0), u(0), u(total), u(0)],
+    bindings: [pw(2), w(3, need(out(0), 'norm'))],
+    workgroups: [1, 1, 1],
+  });
   return specs;
 }
 
 // adamw: in place on param, m and v; the step scalars come from a constants buffer (one slot per set of attributes).
 function planAdamw(c: PlanContext): DispatchSpec[] {
   const { op, label, inp, out, need, r, w, elementwise } = c;
-  const p = need(inp(0), 'param'), g = need(inp(1), 'grad'), m = need(inp(2), 'm'), v = need(inp(3), 'v');
+  const p = need(inp(0), 'param'),
+    g = need(inp(1), 'grad'),
+    m = need(inp(2), 'm'),
+    v = need(inp(3), 'v');
   const norm = need(inp(4), 'norm');
   need(inp(5), 'hparams');
-  if (out(0) !== p || out(1) !== m || out(2) !== v) throw new WebGPUError(`${label}: adamw must update param, m and v in place`);
-  const attrs = { beta1: op.attrs['beta1'] ?? 0.9, beta2: op.attrs['beta2'] ?? 0.95, eps: op.attrs['eps'] ?? 1e-8,
-    weight_decay: op.attrs['weight_decay'] ?? 0, max_norm: op.attrs['max_norm'] ?? 1 };
+  if (out(0) !== p || out(1) !== m || out(2) !== v)
+    throw new WebGPUError(`${label}: adamw must update param, m and v in place`);
+  const attrs = {
+    beta1: op.attrs['beta1'] ?? 0.9,
+    beta2: op.attrs['beta2'] ?? 0.95,
+    eps: op.attrs['eps'] ?? 1e-8,
+    weight_decay: op.attrs['weight_decay'] ?? 0,
+    max_norm: op.attrs['max_norm'] ?? 1,
+  };
   const n = c.numel(p);
-  return [{
-    kernel: 'adamw', entry: 'main', label, params: [u(n), u(c.adamwSlot(attrs)), u(0), u(0)],
-    bindings: [
-      { binding: 1, buffer: c.readDummy(), access: 'r', what: 'adamw constants' }, // replaced in prepare()
-      r(2, norm), w(3, p), r(4, g), w(5, m), w(6, v),
-    ],
-    workgroups: elementwise(n),
-  }];
+  return [
+    {
+      kernel: 'adamw',
+      entry: 'main',
+      label,
+      params: [u(n), u(c.adamwSlot(attrs)), u(0), u(0)],
+      bindings: [
+        { binding: 1, buffer: c.readDummy(), access: 'r', what: 'adamw constants' }, // replaced in prepare()
+        r(2, norm),
+        w(3, p),
+        r(4, g),
+        w(5, m),
+        w(6, v),
+      ],
+      workgroups: elementwise(n),
+    },
+  ];
 }
 
 const PLANNERS: { readonly [K in OpKind]: Planner } = {
@@ -858,16 +1180,30 @@ export class Executor {
     return this.program.tensors[id]!.name;
   }
   private readDummy(): GPUBuffer {
-    this.dummyRead ??= this.backend.device.createBuffer({ label: 'absent (read)', size: 16, usage: GPUBufferUsage.STORAGE });
+    this.dummyRead ??= this.backend.device.createBuffer({
+      label: 'absent (read)',
+      size: 16,
+      usage: GPUBufferUsage.STORAGE,
+    });
     return this.dummyRead;
   }
   private writeDummy(k: number): GPUBuffer {
     while (this.dummyWrite.length <= k)
-      this.dummyWrite.push(this.backend.device.createBuffer({ label: `absent (write ${this.dummyWrite.length})`, size: 16, usage: GPUBufferUsage.STORAGE }));
+      this.dummyWrite.push(
+        this.backend.device.createBuffer({
+          label: `absent (write ${this.dummyWrite.length})`,
+          size: 16,
+          usage: GPUBufferUsage.STORAGE,
+        }),
+      );
     return this.dummyWrite[k]!;
   }
   private scratch(floats: number, label: string): GPUBuffer {
-    const b = this.backend.device.createBuffer({ label, size: Math.max(16, Math.ceil((floats * 4) / 16) * 16), usage: GPUBufferUsage.STORAGE });
+    const b = this.backend.device.createBuffer({
+      label,
+      size: Math.max(16, Math.ceil((floats * 4) / 16) * 16),
+      usage: GPUBufferUsage.STORAGE,
+    });
     this.owned.push(b);
     return b;
   }
@@ -964,7 +1300,11 @@ export class Executor {
     const lim = this.backend.device.limits;
     if (ceilDiv(d.I, 128) * ceilDiv(d.J, 128) >= WIDE_MIN_TILES && d.P >= 128) {
       const c: TiledConfig = { ...TILED_DEFAULT, BK: 16, DB: 0, TR: 1 };
-      if (tiledSmem(c) <= lim.maxComputeWorkgroupStorageSize && tiledThreads(c) <= lim.maxComputeInvocationsPerWorkgroup) return c;
+      if (
+        tiledSmem(c) <= lim.maxComputeWorkgroupStorageSize &&
+        tiledThreads(c) <= lim.maxComputeInvocationsPerWorkgroup
+      )
+        return c;
     }
     return null;
   }
@@ -972,7 +1312,12 @@ export class Executor {
   private matmul(
     label: string,
     d: MatmulDims,
-    a: BindingSpec, b: BindingSpec, bias: BindingSpec, c: BindingSpec, hasBias: boolean, accumulate: boolean,
+    a: BindingSpec,
+    b: BindingSpec,
+    bias: BindingSpec,
+    c: BindingSpec,
+    hasBias: boolean,
+    accumulate: boolean,
   ): DispatchSpec[] {
     // Variant (options 'auto'; docs/webgpu.md "Matrix products" has the measurements):
     //  - at least WIDE_MIN_TILES output tiles of 128 x 128 (e.g. 4096^3): linear_tiled
@@ -989,20 +1334,35 @@ export class Executor {
     let tiled: TiledConfig | null = null;
     if (opts.matmulTiled !== 'auto' && opts.matmulTiled !== 'off') {
       tiled = parseTiled(opts.matmulTiled);
-      if (tiled.SG && !dev.features.has('subgroups')) throw new WebGPUError(`${label}: matmul config ${opts.matmulTiled} needs the 'subgroups' feature`);
-      if (tiledSmem(tiled) > dev.limits.maxComputeWorkgroupStorageSize || tiledThreads(tiled) > dev.limits.maxComputeInvocationsPerWorkgroup)
+      if (tiled.SG && !dev.features.has('subgroups'))
+        throw new WebGPUError(`${label}: matmul config ${opts.matmulTiled} needs the 'subgroups' feature`);
+      if (
+        tiledSmem(tiled) > dev.limits.maxComputeWorkgroupStorageSize ||
+        tiledThreads(tiled) > dev.limits.maxComputeInvocationsPerWorkgroup
+      )
         throw new WebGPUError(`${label}: matmul config ${opts.matmulTiled} exceeds this device's workgroup limits`);
-    } else if (opts.matmulTiled === 'auto' && opts.matmulTile === 'auto' && opts.matmulNT === 'auto' && opts.matmulBK === 'auto') tiled = this.autoTiled(d);
+    } else if (
+      opts.matmulTiled === 'auto' &&
+      opts.matmulTile === 'auto' &&
+      opts.matmulNT === 'auto' &&
+      opts.matmulBK === 'auto'
+    )
+      tiled = this.autoTiled(d);
     const bk = opts.matmulBK === 'auto' ? 8 : opts.matmulBK;
     const nt = !d.transA && d.transB && opts.matmulNT !== false;
     const wideBytes = nt ? 2 * 2 * 128 * 12 * 4 : 2 * 2 * bk * 128 * 4;
     const wideFits = dev.limits.maxComputeWorkgroupStorageSize >= wideBytes;
     const tiles128 = ceilDiv(d.I, 128) * ceilDiv(d.J, 128);
     const autoNT = nt && opts.matmulNT === 'auto' && d.I >= 2048 && 2 * d.I * d.J * d.P >= 1e9 && d.P >= 128;
-    const wide = !tiled && wideFits && (opts.matmulTile === 128 || (opts.matmulTile === 'auto' && ((tiles128 >= WIDE_MIN_TILES && d.P >= 128) || autoNT)));
+    const wide =
+      !tiled &&
+      wideFits &&
+      (opts.matmulTile === 128 ||
+        (opts.matmulTile === 'auto' && ((tiles128 >= WIDE_MIN_TILES && d.P >= 128) || autoNT)));
     const tileM = tiled ? tiled.BM : wide ? 128 : 64;
     const tileN = tiled ? tiled.BN : wide ? 128 : 64;
-    const gx = ceilDiv(d.J, tileN), gy = ceilDiv(d.I, tileM);
+    const gx = ceilDiv(d.J, tileN),
+      gy = ceilDiv(d.I, tileM);
     if (gx > this.backend.maxWorkgroups || gy > this.backend.maxWorkgroups)
       throw new WebGPUError(`${label}: a [${d.I}, ${d.J}] product needs more workgroups than this device dispatches`);
     // Split-K: how many chunks of P (each a multiple of the K step, at least 16).
@@ -1020,8 +1380,13 @@ export class Executor {
       splits = ceilDiv(d.P, pchunk);
     }
     const constants: Record<string, number> = {
-      TRANS_A: d.transA ? 1 : 0, TRANS_B: d.transB ? 1 : 0, ALIGNED_A: d.lda % 4 === 0 ? 1 : 0,
-      ALIGNED_B: d.ldb % 4 === 0 ? 1 : 0, HAS_BIAS: hasBias ? 1 : 0, ACC: accumulate ? 1 : 0, SPLIT: splits > 1 ? 1 : 0,
+      TRANS_A: d.transA ? 1 : 0,
+      TRANS_B: d.transB ? 1 : 0,
+      ALIGNED_A: d.lda % 4 === 0 ? 1 : 0,
+      ALIGNED_B: d.ldb % 4 === 0 ? 1 : 0,
+      HAS_BIAS: hasBias ? 1 : 0,
+      ACC: accumulate ? 1 : 0,
+      SPLIT: splits > 1 ? 1 : 0,
     };
     // TR: copy operands that are contiguous along P transposed into scratch buffers first.
     const pre: DispatchSpec[] = [];
@@ -1029,39 +1394,104 @@ export class Executor {
       const lim = Math.min(dev.limits.maxStorageBufferBindingSize, dev.limits.maxBufferSize);
       const transpose = (which: 0 | 1, rows: number, ld: number, src: BindingSpec): BindingSpec | null => {
         const ldo = ceilDiv(rows, 4) * 4;
-        if (d.P * ldo * 4 > lim || ceilDiv(d.P, 32) > this.backend.maxWorkgroups || ceilDiv(rows, 32) > this.backend.maxWorkgroups) return null;
+        if (
+          d.P * ldo * 4 > lim ||
+          ceilDiv(d.P, 32) > this.backend.maxWorkgroups ||
+          ceilDiv(rows, 32) > this.backend.maxWorkgroups
+        )
+          return null;
         this.trFloats[which] = Math.max(this.trFloats[which], d.P * ldo);
         const what = `transposed operand ${which ? 'B' : 'A'}`;
-        pre.push({ kernel: 'transpose', entry: 'main', label: `${label} ${which ? 'B' : 'A'}^T`, params: [u(rows), u(d.P), u(ld), u(ldo)],
-          bindings: [{ ...src, binding: 1 }, { binding: 2, buffer: this.trPlaceholder(which), access: 'w', what }],
-          workgroups: [ceilDiv(d.P, 32), ceilDiv(rows, 32), 1] });
+        pre.push({
+          kernel: 'transpose',
+          entry: 'main',
+          label: `${label} ${which ? 'B' : 'A'}^T`,
+          params: [u(rows), u(d.P), u(ld), u(ldo)],
+          bindings: [
+            { ...src, binding: 1 },
+            { binding: 2, buffer: this.trPlaceholder(which), access: 'w', what },
+          ],
+          workgroups: [ceilDiv(d.P, 32), ceilDiv(rows, 32), 1],
+        });
         return { binding: which + 1, buffer: this.trPlaceholder(which), access: 'r', what };
       };
       if (!d.transA) {
         const t = transpose(0, d.I, d.lda, a);
-        if (t) { a = t; constants.TRANS_A = 1; constants.ALIGNED_A = 1; }
+        if (t) {
+          a = t;
+          constants.TRANS_A = 1;
+          constants.ALIGNED_A = 1;
+        }
       }
       if (d.transB) {
         const t = transpose(1, d.J, d.ldb, b);
-        if (t) { b = t; constants.TRANS_B = 0; constants.ALIGNED_B = 1; }
+        if (t) {
+          b = t;
+          constants.TRANS_B = 0;
+          constants.ALIGNED_B = 1;
+        }
       }
     }
     const lda = pre.some((s) => s.label.endsWith('A^T')) ? ceilDiv(d.I, 4) * 4 : d.lda;
     const ldb = pre.some((s) => s.label.endsWith('B^T')) ? ceilDiv(d.J, 4) * 4 : d.ldb;
     const params = [u(d.I), u(d.J), u(d.P), u(lda), u(ldb), u(d.ldc), u(pchunk), u(splits)];
     const kernel = tiled ? 'linear_tiled' : wide ? (nt ? 'linear_nt' : 'linear_wide') : 'linear';
-    const defines: Record<string, number> = tiled ? { ...tiled, TR: 0 } : wide ? (nt ? {} : { BK: bk }) : { TM: 4, TN: 4 };
+    const defines: Record<string, number> = tiled
+      ? { ...tiled, TR: 0 }
+      : wide
+        ? nt
+          ? {}
+          : { BK: bk }
+        : { TM: 4, TN: 4 };
     if (splits === 1)
-      return [...pre, { kernel, entry: 'main', label, defines, constants, params, bindings: [a, b, bias, c], workgroups: [gx, gy, 1] }];
+      return [
+        ...pre,
+        {
+          kernel,
+          entry: 'main',
+          label,
+          defines,
+          constants,
+          params,
+          bindings: [a, b, bias, c],
+          workgroups: [gx, gy, 1],
+        },
+      ];
     this.splitFloats = Math.max(this.splitFloats, splits * d.I * d.J);
-    const scratchW: BindingSpec = { binding: 4, buffer: this.splitPlaceholder(), access: 'w', what: 'split-K partial products' };
-    const scratchR: BindingSpec = { binding: 5, buffer: this.splitPlaceholder(), access: 'r', what: 'split-K partial products' };
+    const scratchW: BindingSpec = {
+      binding: 4,
+      buffer: this.splitPlaceholder(),
+      access: 'w',
+      what: 'split-K partial products',
+    };
+    const scratchR: BindingSpec = {
+      binding: 5,
+      buffer: this.splitPlaceholder(),
+      access: 'r',
+      what: 'split-K partial products',
+    };
     return [
       ...pre,
-      { kernel, entry: 'main', label: `${label} split ${splits}`, defines, constants, params,
-        bindings: [a, b, bias, scratchW], workgroups: [gx, gy, splits] },
-      { kernel: 'linear', entry: 'reduce_split', label: `${label} reduce`, defines: { TM: 4, TN: 4 }, constants, params,
-        bindings: [bias, c, scratchR], workgroups: this.grid(ceilDiv(d.I * d.J, 256)) },
+      {
+        kernel,
+        entry: 'main',
+        label: `${label} split ${splits}`,
+        defines,
+        constants,
+        params,
+        bindings: [a, b, bias, scratchW],
+        workgroups: [gx, gy, splits],
+      },
+      {
+        kernel: 'linear',
+        entry: 'reduce_split',
+        label: `${label} reduce`,
+        defines: { TM: 4, TN: 4 },
+        constants,
+        params,
+        bindings: [bias, c, scratchR],
+        workgroups: this.grid(ceilDiv(d.I * d.J, 256)),
+      },
     ];
   }
 
@@ -1069,7 +1499,11 @@ export class Executor {
   private trFloats: [number, number] = [0, 0];
   private trDummy: [GPUBuffer | null, GPUBuffer | null] = [null, null];
   private trPlaceholder(which: 0 | 1): GPUBuffer {
-    this.trDummy[which] ??= this.backend.device.createBuffer({ label: 'transpose placeholder', size: 16, usage: GPUBufferUsage.STORAGE });
+    this.trDummy[which] ??= this.backend.device.createBuffer({
+      label: 'transpose placeholder',
+      size: 16,
+      usage: GPUBufferUsage.STORAGE,
+    });
     return this.trDummy[which]!;
   }
 
@@ -1077,7 +1511,11 @@ export class Executor {
   private splitFloats = 0;
   private splitDummy: GPUBuffer | null = null;
   private splitPlaceholder(): GPUBuffer {
-    this.splitDummy ??= this.backend.device.createBuffer({ label: 'split-K placeholder', size: 16, usage: GPUBufferUsage.STORAGE });
+    this.splitDummy ??= this.backend.device.createBuffer({
+      label: 'split-K placeholder',
+      size: 16,
+      usage: GPUBufferUsage.STORAGE,
+    });
     return this.splitDummy;
   }
 
@@ -1086,10 +1524,15 @@ export class Executor {
     const device = this.backend.device;
     this.specs = this.program.ops.flatMap((op, k) => this.plan(op, k));
     if (this.adamwGroups.size > 0) {
-      this.adamwConsts = device.createBuffer({ label: 'adamw constants', size: 32 * this.adamwGroups.size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+      this.adamwConsts = device.createBuffer({
+        label: 'adamw constants',
+        size: 32 * this.adamwGroups.size,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+      });
       this.owned.push(this.adamwConsts);
       for (const s of this.specs)
-        if (s.kernel === 'adamw') s.bindings[0] = { binding: 1, buffer: this.adamwConsts, access: 'r', what: 'adamw constants' };
+        if (s.kernel === 'adamw')
+          s.bindings[0] = { binding: 1, buffer: this.adamwConsts, access: 'r', what: 'adamw constants' };
     }
     if (this.splitDummy) {
       const scratch = this.scratch(this.splitFloats, 'split-K partial products');
@@ -1127,7 +1570,11 @@ export class Executor {
         else dv.setFloat32(o, p.f, true);
       });
     });
-    this.paramsBuffer = device.createBuffer({ label: `${this.program.name} params`, size: data.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    this.paramsBuffer = device.createBuffer({
+      label: `${this.program.name} params`,
+      size: data.byteLength,
+      usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+    });
     this.owned.push(this.paramsBuffer);
     device.queue.writeBuffer(this.paramsBuffer, 0, data);
 
@@ -1172,8 +1619,7 @@ export class Executor {
       const b = this.idBounds.get(id);
       if (b !== undefined)
         for (let i = 0; i < data.length; i++)
-          if (!(data[i]! >= 0 && data[i]! < b.bound))
-            throw new WebGPUError(`input '${name}': ${b.why(data[i]!, i)}`);
+          if (!(data[i]! >= 0 && data[i]! < b.bound)) throw new WebGPUError(`input '${name}': ${b.why(data[i]!, i)}`);
     } else {
       data = values instanceof Float32Array ? values : Float32Array.from(values as ArrayLike<number>);
     }
@@ -1212,7 +1658,13 @@ export class Executor {
     const device = this.backend.device;
     const encoder = device.createCommandEncoder({ label: `${this.program.name} run ${this.runs}` });
     this.encode(encoder);
-    const finish = readback.length > 0 ? this.backend.encodeReadback(encoder, readback.map((n) => this.tensor(n))) : null;
+    const finish =
+      readback.length > 0
+        ? this.backend.encodeReadback(
+            encoder,
+            readback.map((n) => this.tensor(n)),
+          )
+        : null;
     this.backend.submitChecked([encoder.finish()], `program '${this.program.name}' run ${this.runs}`);
     this.runs++;
     return finish ? finish() : null;
@@ -1249,7 +1701,8 @@ export class Executor {
   // Overwrites any tensor of this program (tests: initial values of accumulated outputs).
   write(name: string, values: Float32Array | Int32Array): void {
     const t = this.tensor(name);
-    if (values.length * 4 !== t.bytes) throw new WebGPUError(`tensor '${name}' needs ${t.bytes / 4} values, got ${values.length}`);
+    if (values.length * 4 !== t.bytes)
+      throw new WebGPUError(`tensor '${name}' needs ${t.bytes / 4} values, got ${values.length}`);
     this.backend.device.queue.writeBuffer(t.buffer, 0, values.buffer, values.byteOffset, values.byteLength);
   }
 

@@ -57,8 +57,10 @@ export class Sampler {
     this.temperature = opt.temperature ?? 0.8;
     this.topK = opt.topK ?? 0;
     this.topP = opt.topP ?? 1;
-    if (!(Number.isFinite(this.temperature) && this.temperature >= 0)) throw new Error('temperature must be 0 or positive');
-    if (!(Number.isInteger(this.topK) && this.topK >= 0)) throw new Error('top-k must be 0 (off) or a positive integer');
+    if (!(Number.isFinite(this.temperature) && this.temperature >= 0))
+      throw new Error('temperature must be 0 or positive');
+    if (!(Number.isInteger(this.topK) && this.topK >= 0))
+      throw new Error('top-k must be 0 (off) or a positive integer');
     if (!(this.topP > 0 && this.topP <= 1)) throw new Error('top-p must be in (0, 1]');
     this.rng = rngFor(opt.seed ?? 1337, 'sampler');
   }
@@ -78,14 +80,17 @@ export class Sampler {
       return p;
     }
     // Candidates by decreasing logit, ties: lower byte first (Array.prototype.sort is stable).
-    const order = Array.from({ length: V }, (_, i) => i).sort((a, b) => (logits[b]! > logits[a]! ? 1 : logits[b]! < logits[a]! ? -1 : 0));
+    const order = Array.from({ length: V }, (_, i) => i).sort((a, b) =>
+      logits[b]! > logits[a]! ? 1 : logits[b]! < logits[a]! ? -1 : 0,
+    );
     const k = this.topK > 0 ? Math.min(this.topK, V) : V;
     const mx = logits[order[0]!]! / this.temperature;
     let sum = 0;
-    for (let i = 0; i < k; i++) sum += (p[order[i]!] = Math.exp(logits[order[i]!]! / this.temperature - mx));
+    for (let i = 0; i < k; i++) sum += p[order[i]!] = Math.exp(logits[order[i]!]! / this.temperature - mx);
     for (let i = 0; i < k; i++) p[order[i]!]! /= sum;
     if (this.topP < 1) {
-      let cum = 0, keep = 0;
+      let cum = 0,
+        keep = 0;
       while (keep < k) {
         cum += p[order[keep++]!]!;
         if (cum >= this.topP) break;
@@ -100,7 +105,8 @@ export class Sampler {
     if (this.temperature === 0) return Sampler.argmax(logits);
     const p = this.distribution(logits);
     const u = this.rng.uniform();
-    let cum = 0, last = 0;
+    let cum = 0,
+      last = 0;
     for (let i = 0; i < p.length; i++) {
       if (p[i]! <= 0) continue;
       last = i;
@@ -135,30 +141,44 @@ export class WebGPUGenerator {
     const logits = step.tensor('logits').info.shape;
     this.vocab = logits.at(-1)!;
     const kc = step.program.tensors.find((t) => t.kind === 'state');
-    if (!kc) throw new WebGPUError(`program '${step.program.name}' has no KV cache (state tensors): is it a generate program?`);
+    if (!kc)
+      throw new WebGPUError(
+        `program '${step.program.name}' has no KV cache (state tensors): is it a generate program?`,
+      );
     this.ctx = kc.shape[0]!;
   }
 
   // generate: `ptl program [CKPT] --program generate`; window (optional): `ptl program [CKPT]
   // --program forward --batch 1`, needed only to go past the context (ctx tokens). The weights
   // must be in the backend's store already (backend.loadWeights).
-  static async create(backend: WebGPUBackend, generate: string | ProgramJSON, window?: string | ProgramJSON): Promise<WebGPUGenerator> {
+  static async create(
+    backend: WebGPUBackend,
+    generate: string | ProgramJSON,
+    window?: string | ProgramJSON,
+  ): Promise<WebGPUGenerator> {
     const step = await backend.load(generate);
     let win: Executor | null = null;
     try {
       const t = step.program.tensors;
-      const tok = t.find((x) => x.name === 'tokens'), pos = t.find((x) => x.name === 'pos0');
+      const tok = t.find((x) => x.name === 'tokens'),
+        pos = t.find((x) => x.name === 'pos0');
       if (!tok || !pos || tok.shape.length !== 2 || tok.shape[0] !== 1 || tok.shape[1] !== 1)
-        throw new WebGPUError(`program '${step.program.name}' is not a generate program (needs tokens [1, 1] and pos0)`);
+        throw new WebGPUError(
+          `program '${step.program.name}' is not a generate program (needs tokens [1, 1] and pos0)`,
+        );
       if (window) {
         win = await backend.load(window);
         const wt = win.tensor('tokens').info.shape;
         if (wt[0] !== 1 || win.tensor('logits').info.shape.at(-1) !== step.tensor('logits').info.shape.at(-1))
-          throw new WebGPUError(`window program '${win.program.name}' must be a batch-1 forward program of the same model`);
+          throw new WebGPUError(
+            `window program '${win.program.name}' must be a batch-1 forward program of the same model`,
+          );
       }
       const g = new WebGPUGenerator(backend, step, win);
       if (win && win.tensor('tokens').info.shape[1] !== g.ctx)
-        throw new WebGPUError(`window program has ${win.tensor('tokens').info.shape[1]} positions, the model's context is ${g.ctx}`);
+        throw new WebGPUError(
+          `window program has ${win.tensor('tokens').info.shape[1]} positions, the model's context is ${g.ctx}`,
+        );
       return g;
     } catch (e) {
       step.destroy();
@@ -176,7 +196,8 @@ export class WebGPUGenerator {
   async prefill(tokens: ArrayLike<number>): Promise<Float32Array> {
     const t = Array.from(tokens);
     for (const x of t)
-      if (!(Number.isInteger(x) && x >= 0 && x < this.vocab)) throw new WebGPUError(`prompt token ${x} is outside the vocabulary [0, ${this.vocab})`);
+      if (!(Number.isInteger(x) && x >= 0 && x < this.vocab))
+        throw new WebGPUError(`prompt token ${x} is outside the vocabulary [0, ${this.vocab})`);
     this.seq = t.length > 0 ? t : [10];
     this.cached = 0;
     return this.logits();
@@ -184,7 +205,8 @@ export class WebGPUGenerator {
 
   // Appends one token and returns the logits for the next one.
   async next(token: number): Promise<Float32Array> {
-    if (!(Number.isInteger(token) && token >= 0 && token < this.vocab)) throw new WebGPUError(`token ${token} is outside the vocabulary [0, ${this.vocab})`);
+    if (!(Number.isInteger(token) && token >= 0 && token < this.vocab))
+      throw new WebGPUError(`token ${token} is outside the vocabulary [0, ${this.vocab})`);
     if (this.seq.length === 0) throw new WebGPUError('no sequence: call prefill first');
     this.seq.push(token);
     return this.logits();
@@ -207,8 +229,10 @@ export class WebGPUGenerator {
       return out.get('logits') as Float32Array;
     }
     if (!this.window)
-      throw new WebGPUError(`the sequence (${L} tokens) is longer than the context (${this.ctx}): ` +
-        'create the generator with a window program (ptl program --program forward --batch 1)');
+      throw new WebGPUError(
+        `the sequence (${L} tokens) is longer than the context (${this.ctx}): ` +
+          'create the generator with a window program (ptl program --program forward --batch 1)',
+      );
     this.window.setInput('tokens', this.seq.slice(L - this.ctx));
     const all = (await this.window.run(['logits'])!).get('logits') as Float32Array;
     return all.slice((this.ctx - 1) * this.vocab, this.ctx * this.vocab);
@@ -216,9 +240,14 @@ export class WebGPUGenerator {
 
   // Generates up to maxTokens tokens after the prompt (bytes or a string, UTF-8 encoded);
   // onToken may return false to stop. Returns the generated tokens.
-  async generate(prompt: string | ArrayLike<number>, opts: GenerateOptions = {}, onToken?: (token: number) => boolean | void): Promise<number[]> {
+  async generate(
+    prompt: string | ArrayLike<number>,
+    opts: GenerateOptions = {},
+    onToken?: (token: number) => boolean | void,
+  ): Promise<number[]> {
     const maxTokens = opts.maxTokens ?? 200;
-    if (!(Number.isInteger(maxTokens) && maxTokens >= 0)) throw new WebGPUError('maxTokens must be a non-negative integer');
+    if (!(Number.isInteger(maxTokens) && maxTokens >= 0))
+      throw new WebGPUError('maxTokens must be a non-negative integer');
     const sampler = new Sampler(opts);
     const bytes = typeof prompt === 'string' ? new TextEncoder().encode(prompt) : prompt;
     const out: number[] = [];

@@ -26,12 +26,17 @@ export class WebGPUInspector {
   private constructor(exec: Executor) {
     this.exec = exec;
     const tokens = exec.tensor('tokens').info.shape;
-    if (tokens.length !== 2 || tokens[0] !== 1) throw new WebGPUError(`inspect program needs tokens [1, T], has [${tokens}]`);
+    if (tokens.length !== 2 || tokens[0] !== 1)
+      throw new WebGPUError(`inspect program needs tokens [1, T], has [${tokens}]`);
     this.seq = tokens[1]!;
     this.vocab = exec.tensor('logits').info.shape.at(-1)!;
     const layer = (n: string) => Number(/(\d+)/.exec(n)?.[1] ?? 0);
-    this.probNames = exec.program.tensors.filter((t) => /probs$/.test(t.name)).map((t) => t.name).sort((a, b) => layer(a) - layer(b));
-    if (this.probNames.length === 0) throw new WebGPUError(`program '${exec.program.name}' has no attention probabilities (…probs tensors)`);
+    this.probNames = exec.program.tensors
+      .filter((t) => /probs$/.test(t.name))
+      .map((t) => t.name)
+      .sort((a, b) => layer(a) - layer(b));
+    if (this.probNames.length === 0)
+      throw new WebGPUError(`program '${exec.program.name}' has no attention probabilities (…probs tensors)`);
     this.heads = exec.tensor(this.probNames[0]!).info.shape.at(-3)!;
   }
 
@@ -47,7 +52,10 @@ export class WebGPUInspector {
   }
 
   async inspect(tokens: ArrayLike<number>): Promise<Inspection> {
-    const L = tokens.length, T = this.seq, V = this.vocab, H = this.heads;
+    const L = tokens.length,
+      T = this.seq,
+      V = this.vocab,
+      H = this.heads;
     if (L < 1 || L > T) throw new WebGPUError(`inspect needs 1 to ${T} tokens, got ${L}`);
     const padded = new Int32Array(T);
     for (let i = 0; i < T; i++) padded[i] = tokens[Math.min(i, L - 1)]!;
@@ -57,7 +65,8 @@ export class WebGPUInspector {
     const probs = this.probNames.map((n) => {
       const full = out.get(n) as Float32Array; // [1, H, T, T]
       const p = new Float32Array(H * L * L);
-      for (let h = 0; h < H; h++) for (let i = 0; i < L; i++) p.set(full.subarray((h * T + i) * T, (h * T + i) * T + L), (h * L + i) * L);
+      for (let h = 0; h < H; h++)
+        for (let i = 0; i < L; i++) p.set(full.subarray((h * T + i) * T, (h * T + i) * T + L), (h * L + i) * L);
       return p;
     });
     return { tokens: Array.from(tokens), vocab: V, heads: H, logits, probs };

@@ -22,7 +22,11 @@ export type KernelSource = (name: string) => string;
 
 const INCLUDE = /^\/\/ #include ([A-Za-z0-9_]+)\s*$/gm;
 const ENABLE = /^enable +([A-Za-z0-9_, ]+?) *;.*$/gm;
-const enableNames = (list: string) => list.split(',').map((n) => n.trim()).filter(Boolean);
+const enableNames = (list: string) =>
+  list
+    .split(',')
+    .map((n) => n.trim())
+    .filter(Boolean);
 
 // Include name -> the common file that stands in for it in one variant of a kernel.
 export type IncludeAliases = Record<string, string>;
@@ -33,7 +37,12 @@ export function withIncludes(name: string, kernels: KernelSource, aliases: Inclu
 }
 
 // The same for a kernel whose text is not a file (the generated linear_tiled, src/linear_gen.ts).
-export function sourceWithIncludes(name: string, source: string, kernels: KernelSource, aliases: IncludeAliases = {}): string {
+export function sourceWithIncludes(
+  name: string,
+  source: string,
+  kernels: KernelSource,
+  aliases: IncludeAliases = {},
+): string {
   const seen = new Set<string>([name]);
   const parts: string[] = [source];
   const enables = new Set<string>();
@@ -86,14 +95,19 @@ export function kernelsFromMap(files: Record<string, string>): KernelSource {
     const path = key.replace(/\\/g, '/').replace(/\?.*$/, '');
     if (!path.endsWith('.wgsl')) continue;
     const k = path.lastIndexOf('kernels/');
-    const rel = (k >= 0 ? path.slice(k + 'kernels/'.length) : path.slice(path.lastIndexOf('/') + 1)).slice(0, -'.wgsl'.length);
+    const rel = (k >= 0 ? path.slice(k + 'kernels/'.length) : path.slice(path.lastIndexOf('/') + 1)).slice(
+      0,
+      -'.wgsl'.length,
+    );
     if (byName.has(rel) && byName.get(rel) !== text) throw new Error(`two different kernel files resolve to '${rel}'`);
     byName.set(rel, text);
   }
   return (name: string) => {
     const s = byName.get(name);
     if (s === undefined)
-      throw new Error(`no kernel file '${name}.wgsl' among the ${byName.size} given (${[...byName.keys()].slice(0, 8).join(', ')}${byName.size > 8 ? ', ...' : ''})`);
+      throw new Error(
+        `no kernel file '${name}.wgsl' among the ${byName.size} given (${[...byName.keys()].slice(0, 8).join(', ')}${byName.size > 8 ? ', ...' : ''})`,
+      );
     return s;
   };
 }

@@ -57,7 +57,20 @@ export interface TiledConfig {
   TR: number; // executor only: transpose k-contiguous operands first (kernels/transpose.wgsl)
 }
 
-export const TILED_DEFAULT: TiledConfig = { BM: 128, BN: 128, TM: 8, TN: 8, BK: 8, DB: 1, MAP: 0, SW: 0, SG: 0, PAD: 1, U2: 1, TR: 0 };
+export const TILED_DEFAULT: TiledConfig = {
+  BM: 128,
+  BN: 128,
+  TM: 8,
+  TN: 8,
+  BK: 8,
+  DB: 1,
+  MAP: 0,
+  SW: 0,
+  SG: 0,
+  PAD: 1,
+  U2: 1,
+  TR: 0,
+};
 
 // "128x128/8x8/k8" plus optional flags "/db0" "/map1" "/sw1" "/sg1" "/pad0" "/u0" "/tr1" (defaults: db1, map0, sw0, sg0, pad1, u1, tr0).
 export function parseTiled(s: string): TiledConfig {
@@ -94,7 +107,7 @@ export function checkTiled(c: TiledConfig): void {
   if (c.BM % c.TM || c.BN % c.TN || c.BM % 16 || c.BN % 16) bad('BM, BN must be multiples of 16 and of TM, TN');
   if (c.BK % 8 || c.BK < 8) bad('BK must be a multiple of 8');
   if (nt % 32 || nt > 256) bad(`${nt} threads (a multiple of 32, at most 256)`);
-  if ((c.BM * c.BK) / 4 % nt || (c.BN * c.BK) / 4 % nt) bad('the tiles must have a multiple of NT quads');
+  if (((c.BM * c.BK) / 4) % nt || ((c.BN * c.BK) / 4) % nt) bad('the tiles must have a multiple of NT quads');
   if (c.MAP && ((c.BN / c.TN) % 8 || (c.BM / c.TM) % 4)) bad('MAP 1 needs WX % 8 == 0, WY % 4 == 0');
   if (c.SG && (!c.MAP || c.TM !== 8)) bad('SG 1 needs MAP 1 and TM = 8');
 }
@@ -117,8 +130,12 @@ export function linearTiledSource(c: TiledConfig): string {
   checkTiled(c);
   const { BM, BN, TM, TN, BK, DB, MAP, SW, SG, PAD, U2 } = c;
   const NT = tiledThreads(c);
-  const WX = BN / TN, WY = BM / TM, TM4 = TM / 4, TN4 = TN / 4;
-  const NQA = (BM * BK) / 4 / NT, NQB = (BN * BK) / 4 / NT;
+  const WX = BN / TN,
+    WY = BM / TM,
+    TM4 = TM / 4,
+    TN4 = TN / 4;
+  const NQA = (BM * BK) / 4 / NT,
+    NQB = (BN * BK) / 4 / NT;
   const NB = DB ? 2 : 1;
   const L: string[] = [];
   const p = (s: string) => L.push(s);
@@ -253,7 +270,11 @@ fn put4(i: u32, j: u32, v: vec4<f32>, z: u32) {
   }
 }
 `);
-  const builtins = ['@builtin(workgroup_id) wid: vec3<u32>', '@builtin(local_invocation_index) t: u32', '@builtin(num_workgroups) nwg: vec3<u32>'];
+  const builtins = [
+    '@builtin(workgroup_id) wid: vec3<u32>',
+    '@builtin(local_invocation_index) t: u32',
+    '@builtin(num_workgroups) nwg: vec3<u32>',
+  ];
   if (SG) builtins.push('@builtin(subgroup_invocation_id) sgl: u32');
   p(`@compute @workgroup_size(${NT})`);
   p(`fn main(${builtins.join(', ')}) {`);
@@ -280,7 +301,13 @@ fn put4(i: u32, j: u32, v: vec4<f32>, z: u32) {
     p(`  let j0 = wid.x * BN;`);
   }
   // accumulators c{r}{e}_{c}: row 4 (ty + WY r) + e, columns 4 (tx + WX c) .. +3
-  for (const r of range(TM4)) for (const e of range(4)) p(`  ${range(TN4).map((cc) => `var c${r}${e}_${cc} = vec4<f32>(0.0);`).join(' ')}`);
+  for (const r of range(TM4))
+    for (const e of range(4))
+      p(
+        `  ${range(TN4)
+          .map((cc) => `var c${r}${e}_${cc} = vec4<f32>(0.0);`)
+          .join(' ')}`,
+      );
   p(`  var kb = 0u;`);
   p(`  var ke = U.P;`);
   p(`  if (SPLIT) {`);
@@ -332,12 +359,20 @@ fn put4(i: u32, j: u32, v: vec4<f32>, z: u32) {
         p(`${ind}  let sa1 = ${ta}[${k}u].v[1][ty][sgl % 4u];`);
         p(`${ind}  let sb = sgl & ~3u;`);
         for (const r of range(TM4))
-          p(`${ind}  let a${r} = vec4<f32>(${range(4).map((e) => `subgroupShuffle(sa${r}, sb + ${e}u)`).join(', ')});`);
+          p(
+            `${ind}  let a${r} = vec4<f32>(${range(4)
+              .map((e) => `subgroupShuffle(sa${r}, sb + ${e}u)`)
+              .join(', ')});`,
+          );
       } else for (const r of range(TM4)) p(`${ind}  let a${r} = ${ta}[${k}u].v[${r}][ty];`);
       for (const cc of range(TN4)) p(`${ind}  let b${cc} = ${tb}[${k}u].v[${cc}][tx];`);
       for (const r of range(TM4))
         for (const e of range(4))
-          p(`${ind}  ${range(TN4).map((cc) => `c${r}${e}_${cc} = fma(vec4<f32>(a${r}.${X[e]}), b${cc}, c${r}${e}_${cc});`).join(' ')}`);
+          p(
+            `${ind}  ${range(TN4)
+              .map((cc) => `c${r}${e}_${cc} = fma(vec4<f32>(a${r}.${X[e]}), b${cc}, c${r}${e}_${cc});`)
+              .join(' ')}`,
+          );
       p(`${ind}}`);
     }
   };
@@ -396,7 +431,8 @@ fn put4(i: u32, j: u32, v: vec4<f32>, z: u32) {
   p(`  }`);
   for (const r of range(TM4))
     for (const e of range(4))
-      for (const cc of range(TN4)) p(`  put4(i0 + 4u * (ty + ${WY * r}u) + ${e}u, j0 + 4u * (tx + ${WX * cc}u), c${r}${e}_${cc}, wid.z);`);
+      for (const cc of range(TN4))
+        p(`  put4(i0 + 4u * (ty + ${WY * r}u) + ${e}u, j0 + 4u * (tx + ${WX * cc}u), c${r}${e}_${cc}, wid.z);`);
   p(`}`);
   return L.join('\n') + '\n';
 }

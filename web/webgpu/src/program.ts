@@ -12,9 +12,25 @@ export interface TensorInfo {
 }
 
 export type OpKind =
-  | 'embedding' | 'embedding_backward' | 'layernorm' | 'layernorm_backward' | 'linear' | 'linear_backward'
-  | 'attention' | 'attention_backward' | 'kv_cache_write' | 'attention_cached' | 'attention_probs' | 'gelu' | 'gelu_backward'
-  | 'add' | 'add_backward' | 'cross_entropy' | 'cross_entropy_backward' | 'grad_norm' | 'adamw';
+  | 'embedding'
+  | 'embedding_backward'
+  | 'layernorm'
+  | 'layernorm_backward'
+  | 'linear'
+  | 'linear_backward'
+  | 'attention'
+  | 'attention_backward'
+  | 'kv_cache_write'
+  | 'attention_cached'
+  | 'attention_probs'
+  | 'gelu'
+  | 'gelu_backward'
+  | 'add'
+  | 'add_backward'
+  | 'cross_entropy'
+  | 'cross_entropy_backward'
+  | 'grad_norm'
+  | 'adamw';
 
 export interface OpInfo {
   op: OpKind;
@@ -57,7 +73,8 @@ export function parseProgram(src: string | ProgramJSON): ProgramJSON {
   for (const t of p.tensors) {
     if (names.has(t.name)) throw new ProgramError(`tensor '${t.name}' is declared twice`);
     names.add(t.name);
-    if (t.dtype !== 'f32' && t.dtype !== 'i32') throw new ProgramError(`tensor '${t.name}' has dtype ${String(t.dtype)}`);
+    if (t.dtype !== 'f32' && t.dtype !== 'i32')
+      throw new ProgramError(`tensor '${t.name}' has dtype ${String(t.dtype)}`);
   }
   p.ops.forEach((op, k) => {
     for (const id of [...op.inputs, ...op.outputs])

@@ -67,7 +67,8 @@ export function decodeSafeTensors(bytes: Uint8Array, what = 'checkpoint'): SafeT
     const shape = t.shape as number[];
     if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && end >= begin && end <= dataLen))
       fail(`tensor '${name}' has offsets outside the data area`);
-    if (end - begin !== 4 * numel(shape)) fail(`tensor '${name}' has ${end - begin} bytes but its shape needs ${4 * numel(shape)}`);
+    if (end - begin !== 4 * numel(shape))
+      fail(`tensor '${name}' has ${end - begin} bytes but its shape needs ${4 * numel(shape)}`);
     const raw = bytes.slice(dataStart + begin, dataStart + end); // copy: aligned
     const data = t.dtype === 'F32' ? new Float32Array(raw.buffer) : new Int32Array(raw.buffer);
     tensors.push({ name, dtype: t.dtype as StDType, shape, data, begin, end });

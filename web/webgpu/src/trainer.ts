@@ -108,7 +108,10 @@ export class WebGPUTrainer {
       tc['batch'] = this.batchSize;
       metadata['train_config'] = JSON.stringify(tc);
     }
-    const hist = [...this.losses.values()].sort((a, b) => a.step - b.step).slice(-200).map((r) => [r.step, r.loss, null]);
+    const hist = [...this.losses.values()]
+      .sort((a, b) => a.step - b.step)
+      .slice(-200)
+      .map((r) => [r.step, r.loss, null]);
     metadata['loss_history'] = JSON.stringify(hist);
     metadata['created_by'] = 'ptl-webgpu 0.1.0';
     return encodeSafeTensors({ metadata, tensors });

@@ -18,8 +18,11 @@ mkdirSync(OUT, { recursive: true });
 // The native build with ptl and ptl_program_run (run-all.mjs builds it when missing).
 export function buildDir() {
   const candidates = [process.env.PTL_BUILD_DIR, join(REPO, 'build-gpu'), join(REPO, 'build')].filter(Boolean);
-  for (const d of candidates) if (existsSync(join(d, 'tests', 'ptl_program_run')) && existsSync(join(d, 'ptl'))) return d;
-  throw new Error(`no native build with ptl and tests/ptl_program_run in ${candidates.join(', ')}; run npm test (it builds one)`);
+  for (const d of candidates)
+    if (existsSync(join(d, 'tests', 'ptl_program_run')) && existsSync(join(d, 'ptl'))) return d;
+  throw new Error(
+    `no native build with ptl and tests/ptl_program_run in ${candidates.join(', ')}; run npm test (it builds one)`,
+  );
 }
 export const tool = (name) => (name === 'ptl' ? join(buildDir(), 'ptl') : join(buildDir(), 'tests', name));
 

@@ -19,11 +19,28 @@ mkdirSync(dir, { recursive: true });
 const PROMPT = 'ROMEO: What say';
 const summary = {};
 
-test('inspect: WebGPU top-10 and attention maps equal the CPU engine\'s', async (t) => {
+test("inspect: WebGPU top-10 and attention maps equal the CPU engine's", async (t) => {
   const ptl = tool('ptl');
   const ckpt = join(dir, 'model.tinygpt');
-  run(ptl, ['train', '--preset', 'tiny', '--steps', '200', '--lr', '3e-3', '--eval-every', '200', '--sample-every', '0',
-    '--threads', '1', '--out', dir, '--data', findCorpus()]);
+  run(ptl, [
+    'train',
+    '--preset',
+    'tiny',
+    '--steps',
+    '200',
+    '--lr',
+    '3e-3',
+    '--eval-every',
+    '200',
+    '--sample-every',
+    '0',
+    '--threads',
+    '1',
+    '--out',
+    dir,
+    '--data',
+    findCorpus(),
+  ]);
   const help = run(ptl, ['program', '--help']);
   if (!/inspect/.test(help)) return t.skip('this ptl has no inspect program yet (ptl program --program inspect)');
   const tokens = [...new TextEncoder().encode(PROMPT)];
@@ -32,11 +49,28 @@ test('inspect: WebGPU top-10 and attention maps equal the CPU engine\'s', async 
   run(ptl, ['program', ckpt, '--program', 'inspect', '--seq', String(L), '--out', join(dir, 'inspect_L.json')]);
 
   // CPU: the program of length L on the checkpoint's parameters and the prompt.
-  const params = decodeSafeTensors(new Uint8Array(readFileSync(ckpt))).tensors.filter((x) => !x.name.startsWith('optim.'));
-  writeFileSync(join(dir, 'in.safetensors'), encodeSafeTensors({ metadata: {}, tensors: [
-    ...params, { name: 'tokens', dtype: 'I32', shape: [1, L], data: Int32Array.from(tokens) }] }));
-  run(tool('ptl_program_run'), ['kernel', '--program', join(dir, 'inspect_L.json'), '--in', join(dir, 'in.safetensors'), '--out', join(dir, 'out.safetensors')]);
-  const cpu = new Map(decodeSafeTensors(new Uint8Array(readFileSync(join(dir, 'out.safetensors')))).tensors.map((x) => [x.name, x.data]));
+  const params = decodeSafeTensors(new Uint8Array(readFileSync(ckpt))).tensors.filter(
+    (x) => !x.name.startsWith('optim.'),
+  );
+  writeFileSync(
+    join(dir, 'in.safetensors'),
+    encodeSafeTensors({
+      metadata: {},
+      tensors: [...params, { name: 'tokens', dtype: 'I32', shape: [1, L], data: Int32Array.from(tokens) }],
+    }),
+  );
+  run(tool('ptl_program_run'), [
+    'kernel',
+    '--program',
+    join(dir, 'inspect_L.json'),
+    '--in',
+    join(dir, 'in.safetensors'),
+    '--out',
+    join(dir, 'out.safetensors'),
+  ]);
+  const cpu = new Map(
+    decodeSafeTensors(new Uint8Array(readFileSync(join(dir, 'out.safetensors')))).tensors.map((x) => [x.name, x.data]),
+  );
 
   // WebGPU: the full-context program, prompt padded.
   const { backend: be } = await backend();
@@ -49,13 +83,17 @@ test('inspect: WebGPU top-10 and attention maps equal the CPU engine\'s', async 
   const cpuIns = { vocab: 256, logits: cpu.get('logits') };
   let topDiffers = 0;
   for (let i = 0; i < L; i++) {
-    const g = WebGPUInspector.topK(gpu, i, 10), c = WebGPUInspector.topK(cpuIns, i, 10);
+    const g = WebGPUInspector.topK(gpu, i, 10),
+      c = WebGPUInspector.topK(cpuIns, i, 10);
     // Same bytes in the same order; two neighbours may only swap if their probabilities tie
     // within fp32 noise.
     for (let r = 0; r < 10; r++)
       if (g[r].token !== c[r].token) {
         topDiffers++;
-        assert.ok(Math.abs(g[r].prob - c[r].prob) < 1e-5, `position ${i} rank ${r}: gpu ${g[r].token} (${g[r].prob}), cpu ${c[r].token} (${c[r].prob})`);
+        assert.ok(
+          Math.abs(g[r].prob - c[r].prob) < 1e-5,
+          `position ${i} rank ${r}: gpu ${g[r].token} (${g[r].prob}), cpu ${c[r].token} (${c[r].prob})`,
+        );
       }
   }
   const lc = compare(gpu.logits, cpu.get('logits'), TOL.reduction.atol, TOL.reduction.rtol);
@@ -70,10 +108,13 @@ test('inspect: WebGPU top-10 and attention maps equal the CPU engine\'s', async 
     assert.ok(c.ok, `layer ${layer} attention maps: max abs ${c.maxAbs} at ${c.worst}`);
     for (let h = 0; h < gpu.heads; h++)
       for (let i = 0; i < L; i++)
-        for (let j = i + 1; j < L; j++) assert.equal(p[(h * L + i) * L + j], 0, `layer ${layer} head ${h}: key ${j} > query ${i}`);
+        for (let j = i + 1; j < L; j++)
+          assert.equal(p[(h * L + i) * L + j], 0, `layer ${layer} head ${h}: key ${j} > query ${i}`);
   });
   assert.ok(lc.ok, `logits: max abs ${lc.maxAbs}`);
-  console.log(`inspect: logits max abs ${lc.maxAbs.toExponential(2)}; probs max abs ${summary.probs.map((x) => x.max_abs.toExponential(2)).join(', ')}; top-10 swaps ${topDiffers}`);
+  console.log(
+    `inspect: logits max abs ${lc.maxAbs.toExponential(2)}; probs max abs ${summary.probs.map((x) => x.max_abs.toExponential(2)).join(', ')}; top-10 swaps ${topDiffers}`,
+  );
   insp.destroy();
 });
 

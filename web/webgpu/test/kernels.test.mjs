@@ -19,7 +19,15 @@ async function nativeReference(programJson, inputs) {
   writeFileSync(`${base}.json`, programJson);
   writeFileSync(`${base}.in.safetensors`, inputs);
   try {
-    run(tool('ptl_program_run'), ['kernel', '--program', `${base}.json`, '--in', `${base}.in.safetensors`, '--out', `${base}.out.safetensors`]);
+    run(tool('ptl_program_run'), [
+      'kernel',
+      '--program',
+      `${base}.json`,
+      '--in',
+      `${base}.in.safetensors`,
+      '--out',
+      `${base}.out.safetensors`,
+    ]);
   } catch (e) {
     throw new Error(`ptl_program_run kernel failed: ${e.stderr || e.message}`, { cause: e });
   }

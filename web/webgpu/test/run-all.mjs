@@ -20,7 +20,11 @@ if (!env.VK_ICD_FILENAMES && env.PTL_WEBGPU_NATIVE !== '1') {
 }
 env.XDG_RUNTIME_DIR ??= '/tmp';
 // Dawn loads libvulkan.so.1; chromium ships one when the system has none.
-const hasLoader = ['/usr/lib/x86_64-linux-gnu/libvulkan.so.1', '/usr/lib/libvulkan.so.1', '/usr/lib64/libvulkan.so.1'].some(existsSync);
+const hasLoader = [
+  '/usr/lib/x86_64-linux-gnu/libvulkan.so.1',
+  '/usr/lib/libvulkan.so.1',
+  '/usr/lib64/libvulkan.so.1',
+].some(existsSync);
 if (!hasLoader && existsSync('/usr/lib/chromium/libvulkan.so.1'))
   env.LD_LIBRARY_PATH = ['/usr/lib/chromium', env.LD_LIBRARY_PATH].filter(Boolean).join(':');
 
@@ -34,7 +38,10 @@ const sh = (cmd, args) => {
     process.exit(r.status ?? 1);
   }
 };
-const prebuilt = !existsSync(join(build, 'CMakeCache.txt')) && existsSync(join(build, 'ptl')) && existsSync(join(build, 'tests', 'ptl_program_run'));
+const prebuilt =
+  !existsSync(join(build, 'CMakeCache.txt')) &&
+  existsSync(join(build, 'ptl')) &&
+  existsSync(join(build, 'tests', 'ptl_program_run'));
 if (!prebuilt) {
   // (A folder holding only the two executables, e.g. copied to a machine without a compiler, is used as it is.)
   if (!existsSync(join(build, 'build.ninja')) && !existsSync(join(build, 'Makefile')))
@@ -46,25 +53,33 @@ rmSync(join(OUT, 'kernels.json'), { force: true });
 rmSync(join(OUT, 'train.json'), { force: true });
 rmSync(join(OUT, 'generate.json'), { force: true });
 rmSync(join(OUT, 'inspect.json'), { force: true });
-const files = (process.argv.length > 2 ? process.argv.slice(2) : ['executor', 'kernels', 'generate', 'inspect', 'train']).map((f) => join(PKG, 'test', `${f}.test.mjs`));
-const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', ...files], { stdio: 'inherit', env, cwd: PKG });
+const files = (
+  process.argv.length > 2 ? process.argv.slice(2) : ['executor', 'kernels', 'generate', 'inspect', 'train']
+).map((f) => join(PKG, 'test', `${f}.test.mjs`));
+const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', ...files], {
+  stdio: 'inherit',
+  env,
+  cwd: PKG,
+});
 
 const read = (f) => (existsSync(join(OUT, f)) ? JSON.parse(readFileSync(join(OUT, f), 'utf8')) : null);
 const k = read('kernels.json');
 const t = read('train.json');
 const g = read('generate.json');
 const ins = read('inspect.json');
-console.log(JSON.stringify({
-  kernels_passed: k?.kernels_passed ?? 0,
-  kernels_total: k?.kernels_total ?? 0,
-  kernel_cases_passed: k?.cases_passed ?? 0,
-  kernel_cases_total: k?.cases_total ?? 0,
-  kernel_cases_skipped: k?.cases_skipped ?? 0,
-  max_step_drift: t?.max_step_drift ?? null,
-  train_steps: t?.steps ?? null,
-  generate_equals_ptl_sample: g ? g.greedy?.gpu === g.greedy?.cpu && g.sampled?.gpu === g.sampled?.cpu : null,
-  inspect_probs_max_abs: ins?.probs ? Math.max(...ins.probs.map((p) => p.max_abs)) : null,
-  resumed_in_ptl: Array.isArray(t?.resumed_steps) && t.resumed_steps.length > 0,
-  adapter: t?.adapter ?? null,
-}));
+console.log(
+  JSON.stringify({
+    kernels_passed: k?.kernels_passed ?? 0,
+    kernels_total: k?.kernels_total ?? 0,
+    kernel_cases_passed: k?.cases_passed ?? 0,
+    kernel_cases_total: k?.cases_total ?? 0,
+    kernel_cases_skipped: k?.cases_skipped ?? 0,
+    max_step_drift: t?.max_step_drift ?? null,
+    train_steps: t?.steps ?? null,
+    generate_equals_ptl_sample: g ? g.greedy?.gpu === g.greedy?.cpu && g.sampled?.gpu === g.sampled?.cpu : null,
+    inspect_probs_max_abs: ins?.probs ? Math.max(...ins.probs.map((p) => p.max_abs)) : null,
+    resumed_in_ptl: Array.isArray(t?.resumed_steps) && t.resumed_steps.length > 0,
+    adapter: t?.adapter ?? null,
+  }),
+);
 process.exit(r.status ?? 1);

@@ -42,7 +42,8 @@ test(`Tiny: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step; 
   const r = rng(1234);
   const steps = [];
   for (let s = 0; s < STEPS; s++) {
-    const tokens = [], targets = [];
+    const tokens = [],
+      targets = [];
     for (let b = 0; b < BATCH; b++) {
       const o = r.int(train.length - T - 1);
       for (let i = 0; i < T; i++) {
@@ -56,8 +57,19 @@ test(`Tiny: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step; 
 
   // CPU reference.
   const t0 = performance.now();
-  run(tool('ptl_program_run'), ['train', '--init', init, '--program', programPath, '--batches', join(dir, 'batches.json'),
-    '--out', join(dir, 'cpu.json'), '--save', join(dir, 'cpu_final.safetensors')]);
+  run(tool('ptl_program_run'), [
+    'train',
+    '--init',
+    init,
+    '--program',
+    programPath,
+    '--batches',
+    join(dir, 'batches.json'),
+    '--out',
+    join(dir, 'cpu.json'),
+    '--save',
+    join(dir, 'cpu_final.safetensors'),
+  ]);
   const cpu = JSON.parse(readFileSync(join(dir, 'cpu.json'), 'utf8'));
   summary.cpu_seconds = (performance.now() - t0) / 1000;
 
@@ -92,7 +104,9 @@ test(`Tiny: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step; 
   summary.last_loss = { cpu: cpu.losses[STEPS - 1], gpu: rows[STEPS - 1].gpu };
   summary.per_step = rows;
   for (const row of rows.filter((x, i) => i % 10 === 0 || i === STEPS - 1))
-    t.diagnostic(`step ${row.step}: cpu ${row.cpu.toFixed(6)} gpu ${row.gpu.toFixed(6)} drift ${(row.drift * 100).toFixed(4)}%`);
+    t.diagnostic(
+      `step ${row.step}: cpu ${row.cpu.toFixed(6)} gpu ${row.gpu.toFixed(6)} drift ${(row.drift * 100).toFixed(4)}%`,
+    );
   t.diagnostic(`max drift ${(maxDrift * 100).toFixed(5)}% over ${STEPS} steps`);
 
   // Final weights and moments against the CPU's (informational: fp32 drift grows with steps).
@@ -111,14 +125,31 @@ test(`Tiny: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step; 
   summary.ptl_info = info.split('\n').slice(0, 12).join('\n');
   assert.match(info, /step/i);
   const resumeDir = join(dir, 'resume');
-  run(ptl, ['train', '--resume', ckpt, '--steps', String(STEPS + 3), '--data', findCorpus(), '--out', resumeDir,
-    '--eval-every', '1000', '--sample-every', '0']);
-  const metrics = readFileSync(join(resumeDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  run(ptl, [
+    'train',
+    '--resume',
+    ckpt,
+    '--steps',
+    String(STEPS + 3),
+    '--data',
+    findCorpus(),
+    '--out',
+    resumeDir,
+    '--eval-every',
+    '1000',
+    '--sample-every',
+    '0',
+  ]);
+  const metrics = readFileSync(join(resumeDir, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   const resumed = metrics.filter((m) => m.train_loss !== undefined);
   summary.resumed_steps = resumed.map((m) => ({ step: m.step, train_loss: m.train_loss }));
   assert.equal(resumed.length, 3, 'ptl train --resume ran 3 steps');
   assert.equal(resumed[0].step, STEPS + 1);
-  for (const m of resumed) assert.ok(Number.isFinite(m.train_loss) && m.train_loss < cpu.losses[0], `resumed loss ${m.train_loss}`);
+  for (const m of resumed)
+    assert.ok(Number.isFinite(m.train_loss) && m.train_loss < cpu.losses[0], `resumed loss ${m.train_loss}`);
 
   ex.destroy();
   assert.ok(maxDrift <= MAX_DRIFT, `max per-step loss drift ${(maxDrift * 100).toFixed(4)}% exceeds 0.5%`);

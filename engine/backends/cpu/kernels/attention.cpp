@@ -47,15 +47,15 @@ constexpr int64_t kQB = 8 * kTile;
 float head_scale(int64_t hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
 
 vi lane_index() {
-    vi v;
-    for (int l = 0; l < kW; l++) v[l] = l;
-    return v;
+  vi v;
+  for (int l = 0; l < kW; l++) v[l] = l;
+  return v;
 }
 
 // Per-thread scratch, grown on demand and reused by every task this thread runs.
 struct Scratch {
-    std::vector<float> kt, vp, kp, vt, s, dp, a, b;
-    static float* get(std::vector<float>& v, size_t n) { return gemm::scratch(v, n); }
+  std::vector<float> kt, vp, kp, vt, s, dp, a, b;
+  static float* get(std::vector<float>& v, size_t n) { return gemm::scratch(v, n); }
 };
 thread_local Scratch t_scratch;
 
@@ -78,43 +78,43 @@ int64_t tile_cols(int64_t last, int64_t lds) { return std::min(lds, row_stride(t
 // fall into a quarter of L1's sets or fewer and evict each other). Otherwise packed first.
 // Packing such an operand would only copy it.
 struct RowsB {
-    const float* base;
-    int64_t ldb, panel_step;
-    const float* panel(int64_t j, int64_t p0) const { return base + j * panel_step + p0 * ldb; }
+  const float* base;
+  int64_t ldb, panel_step;
+  const float* panel(int64_t j, int64_t p0) const { return base + j * panel_step + p0 * ldb; }
 };
 // A B operand packed by gemm::pack_b with P rows (kᵀ or vᵀ: P = hs).
 RowsB packed_b(const float* packed, int64_t P) {
-    return {.base = packed, .ldb = gemm::kCols, .panel_step = P * gemm::kCols};
+  return {.base = packed, .ldb = gemm::kCols, .panel_step = P * gemm::kCols};
 }
 
 RowsB rows_b(const float* src, int64_t C, int64_t rows, int64_t hs, std::vector<float>& buf) {
-    const bool fits_l1 = size_t(rows * gemm::kCols) * sizeof(float) <= (16 << 10);
-    if (hs % gemm::kCols == 0 && fits_l1 && (C * 4) % 1024 != 0)
-        return {.base = src, .ldb = C, .panel_step = gemm::kCols};
-    float* packed = Scratch::get(buf, gemm::packed_floats(rows, hs));
-    gemm::pack_b(packed, src, C, 1, rows, hs);
-    return packed_b(packed, rows);
+  const bool fits_l1 = size_t(rows * gemm::kCols) * sizeof(float) <= (16 << 10);
+  if (hs % gemm::kCols == 0 && fits_l1 && (C * 4) % 1024 != 0)
+    return {.base = src, .ldb = C, .panel_step = gemm::kCols};
+  float* packed = Scratch::get(buf, gemm::packed_floats(rows, hs));
+  gemm::pack_b(packed, src, C, 1, rows, hs);
+  return packed_b(packed, rows);
 }
 
 // C (I x J) = A B, summing over rows p0 .. p0 + P of B.
 void gemm_rows(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const RowsB& b, int64_t p0, int64_t P,
                int64_t I, int64_t J, Store store) {
-    for (int64_t j = 0; j < gemm::panels(J); j++) {
-        const int64_t j0 = j * gemm::kCols;
-        gemm::gemm_panel(C + j0, ldc, A, a_i, a_p, b.panel(j, p0), b.ldb, P, std::min(gemm::kCols, J - j0), I, store);
-    }
+  for (int64_t j = 0; j < gemm::panels(J); j++) {
+    const int64_t j0 = j * gemm::kCols;
+    gemm::gemm_panel(C + j0, ldc, A, a_i, a_p, b.panel(j, p0), b.ldb, P, std::min(gemm::kCols, J - j0), I, store);
+  }
 }
 
 // C (rows x cols, ldc) = A B over tiles of kTile rows, tile t summing over p < tile_keys(its last
 // position) only: the rows of A are probabilities (or dS) that are 0 past a row's visible keys,
 // so the terms left out are exact zeros, and every C element is the same chain of multiply-adds
 // as over all of P. pos_first is the position of row 0.
-void gemm_causal_p(float* C, int64_t ldc, const float* A, int64_t lda, const RowsB& b, int64_t pos_first,
-                   int64_t rows, int64_t cols, Store store) {
-    for (int64_t a = 0; a < rows; a += kTile) {
-        const int64_t r = std::min(kTile, rows - a);
-        gemm_rows(C + a * ldc, ldc, A + a * lda, lda, 1, b, 0, tile_keys(pos_first + a + r - 1), r, cols, store);
-    }
+void gemm_causal_p(float* C, int64_t ldc, const float* A, int64_t lda, const RowsB& b, int64_t pos_first, int64_t rows,
+                   int64_t cols, Store store) {
+  for (int64_t a = 0; a < rows; a += kTile) {
+    const int64_t r = std::min(kTile, rows - a);
+    gemm_rows(C + a * ldc, ldc, A + a * lda, lda, 1, b, 0, tile_keys(pos_first + a + r - 1), r, cols, store);
+  }
 }
 
 // S (rows x ..., lds) = Q K^T for query rows at positions pos_first, pos_first + 1, ...: each tile
@@ -122,12 +122,12 @@ void gemm_causal_p(float* C, int64_t ldc, const float* A, int64_t lda, const Row
 // the softmax never reads them and zeroes the rest of every row.
 void scores(float* s, int64_t lds, const float* q, int64_t ldq, const float* kt, int64_t hs, int64_t pos_first,
             int64_t rows) {
-    const RowsB b = packed_b(kt, hs);
-    for (int64_t a = 0; a < rows; a += kTile) {
-        const int64_t r = std::min(kTile, rows - a);
-        gemm_rows(s + a * lds, lds, q + a * ldq, ldq, 1, b, 0, hs, r, tile_cols(pos_first + a + r - 1, lds),
-                  Store::overwrite);
-    }
+  const RowsB b = packed_b(kt, hs);
+  for (int64_t a = 0; a < rows; a += kTile) {
+    const int64_t r = std::min(kTile, rows - a);
+    gemm_rows(s + a * lds, lds, q + a * ldq, ldq, 1, b, 0, hs, r, tile_cols(pos_first + a + r - 1, lds),
+              Store::overwrite);
+  }
 }
 
 // Softmax of one row of raw scores s[0, n) (unscaled q . k) for the query at position `pos`:
@@ -136,27 +136,27 @@ void scores(float* s, int64_t lds, const float* q, int64_t ldq, const float* kt,
 // Only the vectors that hold a visible key are computed; the rest of the row is set to 0, as
 // the mask would have made it, so a block's early rows skip the exps of its causal triangle.
 float softmax_row(float* s, int64_t n, int64_t pos, float scale) {
-    const vi iota = lane_index();
-    const vf neg_inf = simd::splat(-std::numeric_limits<float>::infinity());
-    const int64_t n_pad = visible_stride(n, pos);
-    for (int64_t j = n_pad; j < row_stride(n); j += kW) simd::store(s + j, vf{});
-    vf mx = neg_inf;
-    for (int64_t j = 0; j < n_pad; j += kW) {
-        const vi visible = (iota + int32_t(j)) <= int32_t(pos);
-        mx = simd::vmax(mx, simd::select(visible, simd::load(s + j), neg_inf));
-    }
-    const float m = simd::hmax(mx) * scale;
-    vf sum = vf{};
-    for (int64_t j = 0; j < n_pad; j += kW) {
-        const vi visible = (iota + int32_t(j)) <= int32_t(pos);
-        const vf p = simd::select(visible, simd::exp(simd::load(s + j) * scale - m), vf{});
-        simd::store(s + j, p);
-        sum += p;
-    }
-    const float total = simd::hsum(sum);  // >= 1: the max term is exp(0)
-    const float inv = 1.0f / total;
-    for (int64_t j = 0; j < n_pad; j += kW) simd::store(s + j, simd::load(s + j) * inv);
-    return m + std::log(total);
+  const vi iota = lane_index();
+  const vf neg_inf = simd::splat(-std::numeric_limits<float>::infinity());
+  const int64_t n_pad = visible_stride(n, pos);
+  for (int64_t j = n_pad; j < row_stride(n); j += kW) simd::store(s + j, vf{});
+  vf mx = neg_inf;
+  for (int64_t j = 0; j < n_pad; j += kW) {
+    const vi visible = (iota + int32_t(j)) <= int32_t(pos);
+    mx = simd::vmax(mx, simd::select(visible, simd::load(s + j), neg_inf));
+  }
+  const float m = simd::hmax(mx) * scale;
+  vf sum = vf{};
+  for (int64_t j = 0; j < n_pad; j += kW) {
+    const vi visible = (iota + int32_t(j)) <= int32_t(pos);
+    const vf p = simd::select(visible, simd::exp(simd::load(s + j) * scale - m), vf{});
+    simd::store(s + j, p);
+    sum += p;
+  }
+  const float total = simd::hsum(sum);  // >= 1: the max term is exp(0)
+  const float inv = 1.0f / total;
+  for (int64_t j = 0; j < n_pad; j += kW) simd::store(s + j, simd::load(s + j) * inv);
+  return m + std::log(total);
 }
 
 // One head of attention for `rows` consecutive queries at positions pos0, pos0 + 1, ... against
@@ -164,150 +164,150 @@ float softmax_row(float* s, int64_t n, int64_t pos, float scale) {
 // the B operand vb. q and y rows are ld floats apart; lse (if given) gets one float per query.
 void attend(float* y, float* lse, const float* q, int64_t ld, const float* kt, const RowsB& vb, int64_t pos0,
             int64_t rows, int64_t hs, float scale) {
-    Scratch& sc = t_scratch;
-    for (int64_t r0 = 0; r0 < rows; r0 += kQB) {
-        const int64_t qb = std::min(kQB, rows - r0);
-        const int64_t n = pos0 + r0 + qb;  // keys visible to the block's last row
-        const int64_t lds = row_stride(n);
-        float* s = Scratch::get(sc.s, size_t(qb * lds));
-        // s = q k^T for the block (the causal triangle within a tile is masked in the softmax,
-        // which also zeroes each row past its visible keys).
-        scores(s, lds, q + r0 * ld, ld, kt, hs, pos0 + r0, qb);
-        for (int64_t r = 0; r < qb; r++) {
-            const float l = softmax_row(s + r * lds, n, pos0 + r0 + r, scale);
-            if (lse) lse[r0 + r] = l;
-        }
-        // y = p v for the block (masked p are 0).
-        gemm_causal_p(y + r0 * ld, ld, s, lds, vb, pos0 + r0, qb, hs, Store::overwrite);
+  Scratch& sc = t_scratch;
+  for (int64_t r0 = 0; r0 < rows; r0 += kQB) {
+    const int64_t qb = std::min(kQB, rows - r0);
+    const int64_t n = pos0 + r0 + qb;  // keys visible to the block's last row
+    const int64_t lds = row_stride(n);
+    float* s = Scratch::get(sc.s, size_t(qb * lds));
+    // s = q k^T for the block (the causal triangle within a tile is masked in the softmax,
+    // which also zeroes each row past its visible keys).
+    scores(s, lds, q + r0 * ld, ld, kt, hs, pos0 + r0, qb);
+    for (int64_t r = 0; r < qb; r++) {
+      const float l = softmax_row(s + r * lds, n, pos0 + r0 + r, scale);
+      if (lse) lse[r0 + r] = l;
     }
+    // y = p v for the block (masked p are 0).
+    gemm_causal_p(y + r0 * ld, ld, s, lds, vb, pos0 + r0, qb, hs, Store::overwrite);
+  }
 }
 
 }  // namespace
 
-void attention_forward(float* y, float* lse, const float* q, const float* k, const float* v, int64_t B,
-                       int64_t T, int64_t C, int64_t H) {
-    const int64_t hs = C / H;
-    const float scale = head_scale(hs);
-    parallel_for(B * H, [&](int64_t task) {
-        const int64_t b = task / H, h = task % H;
-        const int64_t col = b * T * C + h * hs;  // row 0 of this sequence, this head
-        Scratch& sc = t_scratch;
-        // B operands of the two products: k^T (P = hs, J = T) and v (P = T, J = hs).
-        float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, T));
-        gemm::pack_b(kt, k + col, 1, C, hs, T);
-        const RowsB vb = rows_b(v + col, C, T, hs, sc.vp);
-        attend(y + col, lse ? lse + task * T : nullptr, q + col, C, kt, vb, 0, T, hs, scale);
-    });
+void attention_forward(float* y, float* lse, const float* q, const float* k, const float* v, int64_t B, int64_t T,
+                       int64_t C, int64_t H) {
+  const int64_t hs = C / H;
+  const float scale = head_scale(hs);
+  parallel_for(B * H, [&](int64_t task) {
+    const int64_t b = task / H, h = task % H;
+    const int64_t col = b * T * C + h * hs;  // row 0 of this sequence, this head
+    Scratch& sc = t_scratch;
+    // B operands of the two products: k^T (P = hs, J = T) and v (P = T, J = hs).
+    float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, T));
+    gemm::pack_b(kt, k + col, 1, C, hs, T);
+    const RowsB vb = rows_b(v + col, C, T, hs, sc.vp);
+    attend(y + col, lse ? lse + task * T : nullptr, q + col, C, kt, vb, 0, T, hs, scale);
+  });
 }
 
 void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* dv, bool acc_dv, const float* dy,
-                        const float* q, const float* k, const float* v, const float* y, const float* lse,
-                        int64_t B, int64_t T, int64_t C, int64_t H) {
-    // For one query row i with p_j = softmax_j(s), y_i = sum_j p_j v_j:
-    //   dv_j += p_j dy_i
-    //   dp_j  = dy_i . v_j
-    //   ds_j  = p_j (dp_j - D_i),  D_i = sum_j p_j dp_j = dy_i . y_i   (softmax backward)
-    //   dq_i += scale ds_j k_j,    dk_j += scale ds_j q_i             (s_j = scale q_i . k_j)
-    // D_i is computed from y instead of summing over j first. Per block of query rows, as
-    // matrices: P = exp(scale Q K^T - lse), dP = dY V^T, dS = scale P o (dP - D),
-    // dV += P^T dY, dQ = dS K, dK += dS^T Q.
-    if (!dq && !dk && !dv) return;
-    const int64_t hs = C / H;
-    const float scale = head_scale(hs);
-    parallel_for(B * H, [&](int64_t task) {
-        const int64_t b = task / H, h = task % H;
-        const int64_t col = b * T * C + h * hs;
-        const float* lse_h = lse + task * T;
-        Scratch& sc = t_scratch;
-        float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, T));  // k^T: scores
-        float* vt = Scratch::get(sc.vt, gemm::packed_floats(hs, T));  // v^T: dP = dY V^T
-        gemm::pack_b(kt, k + col, 1, C, hs, T);
-        gemm::pack_b(vt, v + col, 1, C, hs, T);
-        const RowsB kb = rows_b(k + col, C, T, hs, sc.kp);  // k: dQ = dS K
-        for (int64_t i0 = 0; i0 < T; i0 += kQB) {
-            const int64_t qb = std::min(kQB, T - i0), n = i0 + qb;
-            const int64_t lds = row_stride(n);
-            float* s = Scratch::get(sc.s, size_t(qb * lds));
-            float* dp = Scratch::get(sc.dp, size_t(qb * lds));
-            const float* qi = q + col + i0 * C;
-            const float* dyi = dy + col + i0 * C;
-            scores(s, lds, qi, C, kt, hs, i0, qb);    // S = Q K^T
-            scores(dp, lds, dyi, C, vt, hs, i0, qb);  // dP = dY V^T
-            const vi iota = lane_index();
-            for (int64_t r = 0; r < qb; r++) {
-                const int64_t i = i0 + r;
-                // D_i = dy_i . y_i, in kW lanes plus a tail, lanes added in a fixed order.
-                const float* yr = y + col + i * C;
-                const float* dyr = dyi + r * C;
-                vf dacc = vf{};
-                int64_t c = 0;
-                for (; c + kW <= hs; c += kW) dacc += simd::load(dyr + c) * simd::load(yr + c);
-                float D = 0.0f;
-                for (; c < hs; c++) D += dyr[c] * yr[c];
-                D += simd::hsum(dacc);
-                const float l = lse_h[i];
-                float* sr = s + r * lds;
-                float* dpr = dp + r * lds;
-                // Past the keys row i sees, P and dS are 0 (as in softmax_row).
-                const int64_t seen = visible_stride(n, i);
-                for (int64_t j = seen; j < lds; j += kW) {
-                    simd::store(sr + j, vf{});
-                    simd::store(dpr + j, vf{});
-                }
-                for (int64_t j = 0; j < seen; j += kW) {
-                    const vi visible = (iota + int32_t(j)) <= int32_t(i);
-                    const vf p = simd::select(visible, simd::exp(simd::load(sr + j) * scale - l), vf{});
-                    simd::store(sr + j, p);                                       // P
-                    simd::store(dpr + j, p * (simd::load(dpr + j) - D) * scale);  // dS
-                }
-            }
-            // dQ (rows i0..i0+qb) = dS K: every query row belongs to one block, so it is written
-            // once (or added to the caller's gradient).
-            const Store fresh = acc_dq ? Store::add : Store::overwrite;
-            if (dq) gemm_causal_p(dq + col + i0 * C, C, dp, lds, kb, i0, qb, hs, fresh);
-            // dV (rows 0..n) += P^T dY and dK += dS^T Q, summed over this block's rows
-            // (A(j, r) = P[r, j]: a_i = 1, a_p = lds), blocks in order. Key rows i0..n are first
-            // reached by this block: written (or added to the caller's gradient); rows 0..i0
-            // add to what the earlier blocks wrote. So no gradient needs zeroing first.
-            // Key j of the block is seen by its query rows r >= j - i0 only, so a tile of keys
-            // starting at j0 sums over r >= j0 - i0: the rows left out hold exact zeros for it.
-            auto key_grad = [&](float* d, bool acc, const float* a, const float* src, std::vector<float>& buf) {
-                if (!d) return;
-                const RowsB b = rows_b(src, C, qb, hs, buf);
-                if (i0 > 0) gemm_rows(d + col, C, a, 1, lds, b, 0, qb, i0, hs, Store::add);
-                for (int64_t j0 = 0; j0 < qb; j0 += kTile) {  // key rows i0 + j0 .., query rows j0 ..
-                    const int64_t r = std::min(kTile, qb - j0);
-                    gemm_rows(d + col + (i0 + j0) * C, C, a + i0 + j0 + j0 * lds, 1, lds, b, j0, qb - j0, r, hs,
-                              acc ? Store::add : Store::overwrite);
-                }
-            };
-            key_grad(dv, acc_dv, s, dyi, sc.a);
-            key_grad(dk, acc_dk, dp, qi, sc.b);
+                        const float* q, const float* k, const float* v, const float* y, const float* lse, int64_t B,
+                        int64_t T, int64_t C, int64_t H) {
+  // For one query row i with p_j = softmax_j(s), y_i = sum_j p_j v_j:
+  //   dv_j += p_j dy_i
+  //   dp_j  = dy_i . v_j
+  //   ds_j  = p_j (dp_j - D_i),  D_i = sum_j p_j dp_j = dy_i . y_i   (softmax backward)
+  //   dq_i += scale ds_j k_j,    dk_j += scale ds_j q_i             (s_j = scale q_i . k_j)
+  // D_i is computed from y instead of summing over j first. Per block of query rows, as
+  // matrices: P = exp(scale Q K^T - lse), dP = dY V^T, dS = scale P o (dP - D),
+  // dV += P^T dY, dQ = dS K, dK += dS^T Q.
+  if (!dq && !dk && !dv) return;
+  const int64_t hs = C / H;
+  const float scale = head_scale(hs);
+  parallel_for(B * H, [&](int64_t task) {
+    const int64_t b = task / H, h = task % H;
+    const int64_t col = b * T * C + h * hs;
+    const float* lse_h = lse + task * T;
+    Scratch& sc = t_scratch;
+    float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, T));  // k^T: scores
+    float* vt = Scratch::get(sc.vt, gemm::packed_floats(hs, T));  // v^T: dP = dY V^T
+    gemm::pack_b(kt, k + col, 1, C, hs, T);
+    gemm::pack_b(vt, v + col, 1, C, hs, T);
+    const RowsB kb = rows_b(k + col, C, T, hs, sc.kp);  // k: dQ = dS K
+    for (int64_t i0 = 0; i0 < T; i0 += kQB) {
+      const int64_t qb = std::min(kQB, T - i0), n = i0 + qb;
+      const int64_t lds = row_stride(n);
+      float* s = Scratch::get(sc.s, size_t(qb * lds));
+      float* dp = Scratch::get(sc.dp, size_t(qb * lds));
+      const float* qi = q + col + i0 * C;
+      const float* dyi = dy + col + i0 * C;
+      scores(s, lds, qi, C, kt, hs, i0, qb);    // S = Q K^T
+      scores(dp, lds, dyi, C, vt, hs, i0, qb);  // dP = dY V^T
+      const vi iota = lane_index();
+      for (int64_t r = 0; r < qb; r++) {
+        const int64_t i = i0 + r;
+        // D_i = dy_i . y_i, in kW lanes plus a tail, lanes added in a fixed order.
+        const float* yr = y + col + i * C;
+        const float* dyr = dyi + r * C;
+        vf dacc = vf{};
+        int64_t c = 0;
+        for (; c + kW <= hs; c += kW) dacc += simd::load(dyr + c) * simd::load(yr + c);
+        float D = 0.0f;
+        for (; c < hs; c++) D += dyr[c] * yr[c];
+        D += simd::hsum(dacc);
+        const float l = lse_h[i];
+        float* sr = s + r * lds;
+        float* dpr = dp + r * lds;
+        // Past the keys row i sees, P and dS are 0 (as in softmax_row).
+        const int64_t seen = visible_stride(n, i);
+        for (int64_t j = seen; j < lds; j += kW) {
+          simd::store(sr + j, vf{});
+          simd::store(dpr + j, vf{});
         }
-    });
+        for (int64_t j = 0; j < seen; j += kW) {
+          const vi visible = (iota + int32_t(j)) <= int32_t(i);
+          const vf p = simd::select(visible, simd::exp(simd::load(sr + j) * scale - l), vf{});
+          simd::store(sr + j, p);                                       // P
+          simd::store(dpr + j, p * (simd::load(dpr + j) - D) * scale);  // dS
+        }
+      }
+      // dQ (rows i0..i0+qb) = dS K: every query row belongs to one block, so it is written
+      // once (or added to the caller's gradient).
+      const Store fresh = acc_dq ? Store::add : Store::overwrite;
+      if (dq) gemm_causal_p(dq + col + i0 * C, C, dp, lds, kb, i0, qb, hs, fresh);
+      // dV (rows 0..n) += P^T dY and dK += dS^T Q, summed over this block's rows
+      // (A(j, r) = P[r, j]: a_i = 1, a_p = lds), blocks in order. Key rows i0..n are first
+      // reached by this block: written (or added to the caller's gradient); rows 0..i0
+      // add to what the earlier blocks wrote. So no gradient needs zeroing first.
+      // Key j of the block is seen by its query rows r >= j - i0 only, so a tile of keys
+      // starting at j0 sums over r >= j0 - i0: the rows left out hold exact zeros for it.
+      auto key_grad = [&](float* d, bool acc, const float* a, const float* src, std::vector<float>& buf) {
+        if (!d) return;
+        const RowsB b = rows_b(src, C, qb, hs, buf);
+        if (i0 > 0) gemm_rows(d + col, C, a, 1, lds, b, 0, qb, i0, hs, Store::add);
+        for (int64_t j0 = 0; j0 < qb; j0 += kTile) {  // key rows i0 + j0 .., query rows j0 ..
+          const int64_t r = std::min(kTile, qb - j0);
+          gemm_rows(d + col + (i0 + j0) * C, C, a + i0 + j0 + j0 * lds, 1, lds, b, j0, qb - j0, r, hs,
+                    acc ? Store::add : Store::overwrite);
+        }
+      };
+      key_grad(dv, acc_dv, s, dyi, sc.a);
+      key_grad(dk, acc_dk, dp, qi, sc.b);
+    }
+  });
 }
 
 void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float* v, int64_t n, int64_t C,
                     int64_t pos0) {
-    std::copy(k, k + n * C, k_cache + pos0 * C);
-    std::copy(v, v + n * C, v_cache + pos0 * C);
+  std::copy(k, k + n * C, k_cache + pos0 * C);
+  std::copy(v, v + n * C, v_cache + pos0 * C);
 }
 
-void attention_cached(float* y, const float* q, const float* k_cache, const float* v_cache, int64_t n,
-                      int64_t C, int64_t H, int64_t pos0) {
-    // The same attend() as the training forward, over the cache instead of the batch: every
-    // score is the same chain of multiply-adds and masked keys add exact zeros, so the
-    // generated tokens see exactly the numbers a full forward pass would compute. Cache rows
-    // past pos0 + n - 1 are never read.
-    const int64_t hs = C / H, keys = pos0 + n;
-    const float scale = head_scale(hs);
-    parallel_for(H, [&](int64_t h) {
-        Scratch& sc = t_scratch;
-        float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, keys));
-        gemm::pack_b(kt, k_cache + h * hs, 1, C, hs, keys);
-        const RowsB vb = rows_b(v_cache + h * hs, C, keys, hs, sc.vp);
-        attend(y + h * hs, nullptr, q + h * hs, C, kt, vb, pos0, n, hs, scale);
-    });
+void attention_cached(float* y, const float* q, const float* k_cache, const float* v_cache, int64_t n, int64_t C,
+                      int64_t H, int64_t pos0) {
+  // The same attend() as the training forward, over the cache instead of the batch: every
+  // score is the same chain of multiply-adds and masked keys add exact zeros, so the
+  // generated tokens see exactly the numbers a full forward pass would compute. Cache rows
+  // past pos0 + n - 1 are never read.
+  const int64_t hs = C / H, keys = pos0 + n;
+  const float scale = head_scale(hs);
+  parallel_for(H, [&](int64_t h) {
+    Scratch& sc = t_scratch;
+    float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, keys));
+    gemm::pack_b(kt, k_cache + h * hs, 1, C, hs, keys);
+    const RowsB vb = rows_b(v_cache + h * hs, C, keys, hs, sc.vp);
+    attend(y + h * hs, nullptr, q + h * hs, C, kt, vb, pos0, n, hs, scale);
+  });
 }
 
 }  // namespace ptl::cpu

@@ -17,8 +17,7 @@
 
 namespace ptl::cpu {
 
-void attention_probs_forward(float* probs, const float* q, const float* k, int64_t B, int64_t T, int64_t C,
-                             int64_t H) {
+void attention_probs_forward(float* probs, const float* q, const float* k, int64_t B, int64_t T, int64_t C, int64_t H) {
   const int64_t hs = C / H;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
   parallel_for(B * H, [&](int64_t task) {

@@ -14,7 +14,11 @@ class Chart {
 
   constructor(el: HTMLElement, opts: Omit<uPlot.Options, 'width' | 'height'>, columns: number) {
     this.data = Array.from({ length: columns }, () => []);
-    this.plot = new uPlot({ ...opts, scales: { x: { time: false }, ...opts.scales }, width: Math.max(260, el.clientWidth), height: 220 }, this.data as uPlot.AlignedData, el);
+    this.plot = new uPlot(
+      { ...opts, scales: { x: { time: false }, ...opts.scales }, width: Math.max(260, el.clientWidth), height: 220 },
+      this.data as uPlot.AlignedData,
+      el,
+    );
     new ResizeObserver(() => this.plot.setSize({ width: Math.max(260, el.clientWidth), height: 220 })).observe(el);
   }
 
@@ -41,7 +45,12 @@ class Chart {
   }
 }
 
-const axis = (label: string): uPlot.Axis => ({ label, stroke: 'currentColor', grid: { stroke: 'rgba(128,128,128,0.2)' }, ticks: { stroke: 'rgba(128,128,128,0.4)' } });
+const axis = (label: string): uPlot.Axis => ({
+  label,
+  stroke: 'currentColor',
+  grid: { stroke: 'rgba(128,128,128,0.2)' },
+  ticks: { stroke: 'rgba(128,128,128,0.4)' },
+});
 
 // 80,000 -> "80k": uPlot's own tick labels ("80,000") are wider than its default axis and ran
 // into the rotated axis label of the tokens/s chart.
@@ -63,24 +72,58 @@ export class Dashboard {
   constructor(els: { loss: HTMLElement; speed: HTMLElement; lr: HTMLElement; norm: HTMLElement }) {
     this.lossEl = els.loss;
     this.loss = this.makeLoss();
-    this.speed = new Chart(els.speed, { title: 'Tokens per second', series: [{ label: 'step' }, { label: 'tokens/s', stroke: '#2a9d8f', width: 1.5 }], axes: [axis('step'), { ...axis('tokens/s'), values: (_u, vals) => vals.map(compactNumber) }], legend: { show: false } }, 2);
-    this.lr = new Chart(els.lr, { title: 'Learning rate', series: [{ label: 'step' }, { label: 'lr', stroke: '#e76f51', width: 1.5 }], axes: [axis('step'), { ...axis('lr'), size: 70, values: (_u, vals) => vals.map((v) => (v === 0 ? '0' : v.toExponential(1))) }], legend: { show: false } }, 2);
-    this.norm = new Chart(els.norm, { title: 'Gradient norm (before clipping)', series: [{ label: 'step' }, { label: 'grad norm', stroke: '#8338ec', width: 1.5 }], axes: [axis('step'), axis('norm')], legend: { show: false } }, 2);
+    this.speed = new Chart(
+      els.speed,
+      {
+        title: 'Tokens per second',
+        series: [{ label: 'step' }, { label: 'tokens/s', stroke: '#2a9d8f', width: 1.5 }],
+        axes: [axis('step'), { ...axis('tokens/s'), values: (_u, vals) => vals.map(compactNumber) }],
+        legend: { show: false },
+      },
+      2,
+    );
+    this.lr = new Chart(
+      els.lr,
+      {
+        title: 'Learning rate',
+        series: [{ label: 'step' }, { label: 'lr', stroke: '#e76f51', width: 1.5 }],
+        axes: [
+          axis('step'),
+          { ...axis('lr'), size: 70, values: (_u, vals) => vals.map((v) => (v === 0 ? '0' : v.toExponential(1))) },
+        ],
+        legend: { show: false },
+      },
+      2,
+    );
+    this.norm = new Chart(
+      els.norm,
+      {
+        title: 'Gradient norm (before clipping)',
+        series: [{ label: 'step' }, { label: 'grad norm', stroke: '#8338ec', width: 1.5 }],
+        axes: [axis('step'), axis('norm')],
+        legend: { show: false },
+      },
+      2,
+    );
   }
 
   private makeLoss(): Chart {
-    return new Chart(this.lossEl, {
-      title: 'Loss (nats per byte)',
-      scales: { y: this.logScale ? { distr: 3 } : {} },
-      series: [
-        { label: 'step' },
-        // A validation row has no train loss (null): span it, or the line breaks at every evaluation.
-        { label: 'train', stroke: '#264653', width: 1.5, spanGaps: true },
-        { label: 'validation', stroke: '#e9c46a', width: 0, points: { show: true, size: 7, fill: '#e9c46a' } },
-        { label: 'untrained (ln 256)', stroke: '#999', dash: [6, 4], width: 1, points: { show: false } },
-      ],
-      axes: [axis('step'), axis('loss')],
-    }, 4);
+    return new Chart(
+      this.lossEl,
+      {
+        title: 'Loss (nats per byte)',
+        scales: { y: this.logScale ? { distr: 3 } : {} },
+        series: [
+          { label: 'step' },
+          // A validation row has no train loss (null): span it, or the line breaks at every evaluation.
+          { label: 'train', stroke: '#264653', width: 1.5, spanGaps: true },
+          { label: 'validation', stroke: '#e9c46a', width: 0, points: { show: true, size: 7, fill: '#e9c46a' } },
+          { label: 'untrained (ln 256)', stroke: '#999', dash: [6, 4], width: 1, points: { show: false } },
+        ],
+        axes: [axis('step'), axis('loss')],
+      },
+      4,
+    );
   }
 
   private rows: (number | null)[][] = [];

@@ -15,7 +15,12 @@ const post = (m: unknown) => scope.postMessage(m);
 
 async function wasmChecks(module: Awaited<ReturnType<typeof loadModule>>): Promise<void> {
   if (!native) {
-    post({ kind: 'wasm', name: 'native reference', passed: false, detail: 'this site was built without the native reference (no corpus at build time)' });
+    post({
+      kind: 'wasm',
+      name: 'native reference',
+      passed: false,
+      detail: 'this site was built without the native reference (no corpus at build time)',
+    });
     return;
   }
   const r = await fetch(new URL('data/tinyshakespeare.txt', base));
@@ -30,11 +35,23 @@ async function wasmChecks(module: Awaited<ReturnType<typeof loadModule>>): Promi
     const t0 = performance.now();
     const metrics = await e.train(native.steps);
     let worst = 0;
-    metrics.forEach((m, i) => (worst = Math.max(worst, Math.abs(m.loss - native.losses[i]!) / Math.abs(native.losses[i]!))));
-    post({ kind: 'wasm', name: `Tiny, ${native.steps} training steps against native ptl`, passed: worst <= 1e-5, detail: `worst relative loss difference ${worst.toExponential(2)} (limit 1e-5); ${((performance.now() - t0) / native.steps).toFixed(1)} ms/step` });
+    metrics.forEach(
+      (m, i) => (worst = Math.max(worst, Math.abs(m.loss - native.losses[i]!) / Math.abs(native.losses[i]!))),
+    );
+    post({
+      kind: 'wasm',
+      name: `Tiny, ${native.steps} training steps against native ptl`,
+      passed: worst <= 1e-5,
+      detail: `worst relative loss difference ${worst.toExponential(2)} (limit 1e-5); ${((performance.now() - t0) / native.steps).toFixed(1)} ms/step`,
+    });
     const g = await e.generate(native.prompt, { maxTokens: 64, temperature: 0 });
     const hex = [...g.tokens].map((b) => b.toString(16).padStart(2, '0')).join('');
-    post({ kind: 'wasm', name: 'greedy generation against native ptl', passed: hex === native.greedy_hex, detail: hex === native.greedy_hex ? '64 bytes identical' : `differs: got ${JSON.stringify(g.text.slice(0, 40))}…` });
+    post({
+      kind: 'wasm',
+      name: 'greedy generation against native ptl',
+      passed: hex === native.greedy_hex,
+      detail: hex === native.greedy_hex ? '64 bytes identical' : `differs: got ${JSON.stringify(g.text.slice(0, 40))}…`,
+    });
   } finally {
     e.dispose();
   }
@@ -44,7 +61,10 @@ async function gpuChecks(module: Awaited<ReturnType<typeof loadModule>>): Promis
   const gpu = (scope.navigator as Navigator & { gpu?: GPU }).gpu;
   const adapter = gpu ? await gpu.requestAdapter() : null;
   if (!adapter) {
-    post({ kind: 'gpu-none', detail: gpu ? 'this browser offers WebGPU but found no adapter' : 'this browser has no WebGPU' });
+    post({
+      kind: 'gpu-none',
+      detail: gpu ? 'this browser offers WebGPU but found no adapter' : 'this browser has no WebGPU',
+    });
     return;
   }
   const device = await adapter.requestDevice({
@@ -52,12 +72,18 @@ async function gpuChecks(module: Awaited<ReturnType<typeof loadModule>>): Promis
     requiredFeatures: WebGPUBackend.requiredFeatures(adapter),
   });
   const a = adapter.info;
-  post({ kind: 'gpu-adapter', detail: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'unnamed adapter' });
+  post({
+    kind: 'gpu-adapter',
+    detail: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'unnamed adapter',
+  });
   const backend = new WebGPUBackend(device, kernelSource());
   // The kernels the site runs; forced benchmark variants stay in the Node suite (checks.ts).
-  const results = await runKernelChecks(backend, (program, inputs) => module.runProgram(program, inputs), (r) =>
-    post({ kind: 'kernel', result: r, line: describeResult(r) }),
-  { filter: (c) => !c.variant });
+  const results = await runKernelChecks(
+    backend,
+    (program, inputs) => module.runProgram(program, inputs),
+    (r) => post({ kind: 'kernel', result: r, line: describeResult(r) }),
+    { filter: (c) => !c.variant },
+  );
   post({ kind: 'gpu-summary', summary: summariseChecks(results) });
   backend.destroy();
   device.destroy();

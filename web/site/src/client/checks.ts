@@ -5,7 +5,16 @@ type Msg =
   | { kind: 'engine' | 'gpu-none' | 'gpu-adapter' | 'error'; detail: string }
   | { kind: 'wasm'; name: string; passed: boolean; detail: string }
   | { kind: 'kernel'; result: CaseResult; line: string }
-  | { kind: 'gpu-summary'; summary: { kernels_passed: number; kernels_total: number; cases_passed: number; cases_total: number; cases_skipped: number } }
+  | {
+      kind: 'gpu-summary';
+      summary: {
+        kernels_passed: number;
+        kernels_total: number;
+        cases_passed: number;
+        cases_total: number;
+        cases_skipped: number;
+      };
+    }
   | { kind: 'done' };
 
 function cell(tr: HTMLTableRowElement, text: string, cls = ''): void {
@@ -71,7 +80,11 @@ export function startChecks(): void {
         }
         case 'gpu-summary': {
           const s = m.summary;
-          for (const [k, v] of [['Kernels passed', `${s.kernels_passed} / ${s.kernels_total}`], ['Cases passed', `${s.cases_passed} / ${s.cases_total}`], ['Cases skipped', String(s.cases_skipped)]]) {
+          for (const [k, v] of [
+            ['Kernels passed', `${s.kernels_passed} / ${s.kernels_total}`],
+            ['Cases passed', `${s.cases_passed} / ${s.cases_total}`],
+            ['Cases skipped', String(s.cases_skipped)],
+          ]) {
             const li = document.createElement('li');
             li.innerHTML = '<span class="k"></span><span class="v"></span>';
             li.querySelector('.k')!.textContent = k!;

@@ -3,7 +3,8 @@
 // through the datasets-server /rows API.
 
 export const TINY_SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed';
-export const TINY_SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt';
+export const TINY_SHAKESPEARE_URL =
+  'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt';
 
 export async function sha256(bytes: Uint8Array): Promise<string> {
   const digest = await crypto.subtle.digest('SHA-256', bytes as Uint8Array<ArrayBuffer>);
@@ -53,7 +54,11 @@ export class HfError extends Error {
  * Reads rows page by page (100 per request, the API's maximum) and joins the text of one column
  * with blank lines until the size budget is reached or the split ends.
  */
-export async function loadHfDataset(req: HfRequest, onProgress: (bytes: number, rows: number) => void, signal?: AbortSignal): Promise<Uint8Array> {
+export async function loadHfDataset(
+  req: HfRequest,
+  onProgress: (bytes: number, rows: number) => void,
+  signal?: AbortSignal,
+): Promise<Uint8Array> {
   const enc = new TextEncoder();
   const parts: Uint8Array[] = [];
   let bytes = 0;
@@ -62,15 +67,28 @@ export async function loadHfDataset(req: HfRequest, onProgress: (bytes: number, 
   const name = `${req.dataset} (config ${req.config}, split ${req.split})`;
   while (bytes < req.budgetBytes && rows < total) {
     const url = new URL('rows', req.api.endsWith('/') ? req.api : req.api + '/');
-    url.search = new URLSearchParams({ dataset: req.dataset, config: req.config, split: req.split, offset: String(rows), length: '100' }).toString();
+    url.search = new URLSearchParams({
+      dataset: req.dataset,
+      config: req.config,
+      split: req.split,
+      offset: String(rows),
+      length: '100',
+    }).toString();
     let r: Response;
     try {
       r = await fetch(url, { signal: signal ?? null });
     } catch (e) {
       if (signal?.aborted) throw new HfError('stopped');
-      throw new HfError(`could not reach ${url.origin} (no network, or the server refused the request): ${e instanceof Error ? e.message : String(e)}`);
+      throw new HfError(
+        `could not reach ${url.origin} (no network, or the server refused the request): ${e instanceof Error ? e.message : String(e)}`,
+      );
     }
-    let body: { error?: string; rows?: { row: Record<string, unknown> }[]; num_rows_total?: number; features?: { name: string }[] };
+    let body: {
+      error?: string;
+      rows?: { row: Record<string, unknown> }[];
+      num_rows_total?: number;
+      features?: { name: string }[];
+    };
     try {
       body = await r.json();
     } catch {
@@ -80,7 +98,8 @@ export async function loadHfDataset(req: HfRequest, onProgress: (bytes: number, 
       const why = body.error ?? `HTTP ${r.status}`;
       if (r.status === 401 || r.status === 403 || /auth|private|gated/i.test(why))
         throw new HfError(`${name} is private or gated: ${why}`);
-      if (r.status === 404) throw new HfError(`${name} was not found (check the dataset, config and split names): ${why}`);
+      if (r.status === 404)
+        throw new HfError(`${name} was not found (check the dataset, config and split names): ${why}`);
       throw new HfError(`loading ${name} failed: ${why}`);
     }
     const page = body.rows ?? [];

@@ -34,9 +34,10 @@ export function wireFinetune(session: () => Session, hasModel: () => boolean): {
     const what = s.lora.enabled
       ? `LoRA rank ${s.lora.rank}, alpha ${s.lora.alpha} on ${s.lora.targets.join(', ')}: ${s.lora.trainable_params.toLocaleString()} trainable parameters (${pct.toFixed(2)}% of the base's ${s.base_params.toLocaleString()})`
       : `every weight (${s.base_params.toLocaleString()} parameters)`;
-    const losses = s.base_val_loss !== null && s.tuned_val_loss !== null
-      ? ` Held-out loss ${s.base_val_loss.toFixed(4)} → ${s.tuned_val_loss.toFixed(4)} (perplexity ${Math.exp(s.base_val_loss).toFixed(2)} → ${Math.exp(s.tuned_val_loss).toFixed(2)}).`
-      : '';
+    const losses =
+      s.base_val_loss !== null && s.tuned_val_loss !== null
+        ? ` Held-out loss ${s.base_val_loss.toFixed(4)} → ${s.tuned_val_loss.toFixed(4)} (perplexity ${Math.exp(s.base_val_loss).toFixed(2)} → ${Math.exp(s.tuned_val_loss).toFixed(2)}).`
+        : '';
     if (loaded) return `${what}, applied to the base.${losses}`;
     return `Fine-tuned ${s.step} steps${s.backend ? ` on ${s.backend === 'webgpu' ? 'WebGPU' : 'WebAssembly'}` : ''}, ${what}.${losses}`;
   };
@@ -53,16 +54,38 @@ export function wireFinetune(session: () => Session, hasModel: () => boolean): {
         if (!r.ok) throw new Error(`the pretrained model did not download (HTTP ${r.status})`);
         base = new Uint8Array(await r.arrayBuffer());
       }
-      const targets = [...document.querySelectorAll<HTMLInputElement>('input[name="ft-target"]:checked')].map((c) => c.value);
-      const lora = $<HTMLSelectElement>('ft-mode').value === 'lora' ? { rank: Number($<HTMLInputElement>('ft-rank').value), alpha: Number($<HTMLInputElement>('ft-alpha').value), targets } : null;
+      const targets = [...document.querySelectorAll<HTMLInputElement>('input[name="ft-target"]:checked')].map(
+        (c) => c.value,
+      );
+      const lora =
+        $<HTMLSelectElement>('ft-mode').value === 'lora'
+          ? {
+              rank: Number($<HTMLInputElement>('ft-rank').value),
+              alpha: Number($<HTMLInputElement>('ft-alpha').value),
+              targets,
+            }
+          : null;
       const steps = Math.max(1, Math.floor(Number($<HTMLInputElement>('ft-steps').value)));
       status(`Fine-tuning on ${f.name}…`);
-      tuned = await session().call('ftStart', {
-        base, steps, lr: Number($<HTMLInputElement>('ft-lr').value), lora, seed: 1,
-        data: { bytes: new Uint8Array(await f.arrayBuffer()), name: f.name, kind: /\.jsonl$/i.test(f.name) ? 'jsonl' : 'text' },
-      }, (ev) => {
-        if (ev.event === 'ftstep') status(`Fine-tuning on ${f.name}: step ${ev.data.step} of ${steps}, loss ${ev.data.loss.toFixed(4)}`);
-      });
+      tuned = await session().call(
+        'ftStart',
+        {
+          base,
+          steps,
+          lr: Number($<HTMLInputElement>('ft-lr').value),
+          lora,
+          seed: 1,
+          data: {
+            bytes: new Uint8Array(await f.arrayBuffer()),
+            name: f.name,
+            kind: /\.jsonl$/i.test(f.name) ? 'jsonl' : 'text',
+          },
+        },
+        (ev) => {
+          if (ev.event === 'ftstep')
+            status(`Fine-tuning on ${f.name}: step ${ev.data.step} of ${steps}, loss ${ev.data.loss.toFixed(4)}`);
+        },
+      );
       status(describe(tuned), 'ok');
     } catch (e) {
       status(`Fine-tuning failed: ${e instanceof Error ? e.message : String(e)}`, 'error');
@@ -76,7 +99,13 @@ export function wireFinetune(session: () => Session, hasModel: () => boolean): {
     busy = true;
     refresh();
     try {
-      const r = await session().call('ftCompare', { prompt: $<HTMLInputElement>('ft-prompt').value, maxTokens: 200, temperature: Number($<HTMLInputElement>('ft-temp').value), topK: 40, seed: Number($<HTMLInputElement>('ft-seed').value) });
+      const r = await session().call('ftCompare', {
+        prompt: $<HTMLInputElement>('ft-prompt').value,
+        maxTokens: 200,
+        temperature: Number($<HTMLInputElement>('ft-temp').value),
+        topK: 40,
+        seed: Number($<HTMLInputElement>('ft-seed').value),
+      });
       $('ft-out-base').textContent = r.base;
       $('ft-out-tuned').textContent = r.tuned;
     } catch (e) {

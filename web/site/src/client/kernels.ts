@@ -3,7 +3,11 @@
 // (`@posttrainllm/webgpu/kernels` is an alias of that folder: astro.config.mjs.)
 import { kernelsFromMap, type KernelSource } from '@posttrainllm/webgpu';
 
-const files = import.meta.glob('@posttrainllm/webgpu/kernels/**/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
+const files = import.meta.glob('@posttrainllm/webgpu/kernels/**/*.wgsl', {
+  query: '?raw',
+  import: 'default',
+  eager: true,
+}) as Record<string, string>;
 
 export function kernelSource(): KernelSource {
   return kernelsFromMap(files);

@@ -28,7 +28,7 @@ let session: Session;
 let loadedVariant: Variant | null = null;
 let choice: Choice;
 let gpuAdapter = false;
-let gpuSoftware = ''; // the adapter's name when it is a software rasteriser (SwiftShader ...), else 
+let gpuSoftware = ''; // the adapter's name when it is a software rasteriser (SwiftShader ...), else
 let gflops = 0; // WebAssembly speed measured at load, for estimates
 let model: ModelSummary | null = null;
 let corpusReady = false;
@@ -86,8 +86,14 @@ function describePreset(): void {
     `${p.parameters.toLocaleString()} parameters; about ${mib(mem)} to train at batch ${s.batch} (preset default ${p.batch}). ` +
     `Estimated time for ${s.steps} steps with WebAssembly on this machine: ${est}` +
     (gflops > 0 ? ` (measured ${gflops.toFixed(1)} GFLOP/s)` : '') +
-    (choice?.backend === 'webgpu' ? (gpuSoftware ? `; WebGPU on ${gpuSoftware} is much slower.` : '; WebGPU is usually much faster.') : '.') +
-    (mem > 4 * 1024 ** 3 && choice?.backend !== 'webgpu' ? ' This is more than WebAssembly can address (4 GiB): choose a smaller preset or batch, or WebGPU.' : '');
+    (choice?.backend === 'webgpu'
+      ? gpuSoftware
+        ? `; WebGPU on ${gpuSoftware} is much slower.`
+        : '; WebGPU is usually much faster.'
+      : '.') +
+    (mem > 4 * 1024 ** 3 && choice?.backend !== 'webgpu'
+      ? ' This is more than WebAssembly can address (4 GiB): choose a smaller preset or batch, or WebGPU.'
+      : '');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -100,9 +106,13 @@ async function detectGpu(): Promise<boolean> {
     const adapter = await gpu.requestAdapter();
     if (!adapter) return false;
     // A CPU-emulated adapter trains hundreds of times slower than WebAssembly: Auto skips it.
-    const a = adapter as GPUAdapter & { isFallbackAdapter?: boolean; info?: GPUAdapterInfo & { isFallbackAdapter?: boolean } };
+    const a = adapter as GPUAdapter & {
+      isFallbackAdapter?: boolean;
+      info?: GPUAdapterInfo & { isFallbackAdapter?: boolean };
+    };
     const name = [a.info?.vendor, a.info?.architecture, a.info?.description].filter((x) => x).join(' ');
-    if (a.isFallbackAdapter || a.info?.isFallbackAdapter || /swiftshader|llvmpipe|lavapipe|software/i.test(name)) gpuSoftware = name || 'a software adapter';
+    if (a.isFallbackAdapter || a.info?.isFallbackAdapter || /swiftshader|llvmpipe|lavapipe|software/i.test(name))
+      gpuSoftware = name || 'a software adapter';
     return true;
   } catch {
     return false;
@@ -112,21 +122,60 @@ async function detectGpu(): Promise<boolean> {
 function chooseBackend(): Choice {
   const want = $<HTMLSelectElement>('backend').value;
   const p = preset();
-  const wasm = selectBuild({ model: p.model, batch: settings().batch, available: ['simd-threads', 'simd', 'scalar'] as BuildVariant[] });
+  const wasm = selectBuild({
+    model: p.model,
+    batch: settings().batch,
+    available: ['simd-threads', 'simd', 'scalar'] as BuildVariant[],
+  });
   const variant = wasm.variant as Variant;
   const threaded = variant === 'simd-threads';
   const wasmWhy = `WebAssembly ${threaded ? `with ${wasm.threads} threads` : 'on one thread'}: ${wasm.reason}`;
   if (want === 'webgpu') {
-    if (gpuAdapter) return { backend: 'webgpu', variant, threads: wasm.threads, reason: 'WebGPU, as you asked (the data loader and sampling run on WebAssembly).' };
-    return { backend: 'wasm', variant, threads: wasm.threads, reason: `WebGPU is not available in this browser, so: ${wasmWhy}` };
+    if (gpuAdapter)
+      return {
+        backend: 'webgpu',
+        variant,
+        threads: wasm.threads,
+        reason: 'WebGPU, as you asked (the data loader and sampling run on WebAssembly).',
+      };
+    return {
+      backend: 'wasm',
+      variant,
+      threads: wasm.threads,
+      reason: `WebGPU is not available in this browser, so: ${wasmWhy}`,
+    };
   }
-  if (want === 'wasm-single') return { backend: 'wasm', variant: variant === 'scalar' ? 'scalar' : 'simd', threads: 1, reason: 'WebAssembly on one thread, as you asked.' };
+  if (want === 'wasm-single')
+    return {
+      backend: 'wasm',
+      variant: variant === 'scalar' ? 'scalar' : 'simd',
+      threads: 1,
+      reason: 'WebAssembly on one thread, as you asked.',
+    };
   if (want === 'wasm-threads') {
-    if (threaded) return { backend: 'wasm', variant, threads: wasm.threads, reason: `WebAssembly with ${wasm.threads} threads, as you asked.` };
+    if (threaded)
+      return {
+        backend: 'wasm',
+        variant,
+        threads: wasm.threads,
+        reason: `WebAssembly with ${wasm.threads} threads, as you asked.`,
+      };
     return { backend: 'wasm', variant, threads: 1, reason: `Threads are not available: ${wasm.reason}` };
   }
-  if (gpuAdapter && gpuSoftware) return { backend: 'wasm', variant, threads: wasm.threads, reason: `Auto: this browser's WebGPU adapter (${gpuSoftware}) runs on the CPU, slower than WebAssembly, so ${wasmWhy} (choose WebGPU to use it anyway)` };
-  if (gpuAdapter) return { backend: 'webgpu', variant, threads: wasm.threads, reason: 'Auto: this browser has a WebGPU adapter, so WebGPU trains the model.' };
+  if (gpuAdapter && gpuSoftware)
+    return {
+      backend: 'wasm',
+      variant,
+      threads: wasm.threads,
+      reason: `Auto: this browser's WebGPU adapter (${gpuSoftware}) runs on the CPU, slower than WebAssembly, so ${wasmWhy} (choose WebGPU to use it anyway)`,
+    };
+  if (gpuAdapter)
+    return {
+      backend: 'webgpu',
+      variant,
+      threads: wasm.threads,
+      reason: 'Auto: this browser has a WebGPU adapter, so WebGPU trains the model.',
+    };
   return { backend: 'wasm', variant, threads: wasm.threads, reason: `Auto: no WebGPU adapter here, so ${wasmWhy}` };
 }
 
@@ -142,7 +191,8 @@ async function applyChoice(): Promise<void> {
     await session?.close(); // its model came along as `carry`; its threads must not linger
     session = next;
     loadedVariant = choice.variant;
-    $('backend-info').textContent = `${choice.reason} Loaded build: ${build.variant}${build.threads ? `, ${build.num_threads} threads` : ''}.`;
+    $('backend-info').textContent =
+      `${choice.reason} Loaded build: ${build.variant}${build.threads ? `, ${build.num_threads} threads` : ''}.`;
     if (carry) model = (await session.call('open', { bytes: carry, name: 'current model' })) as ModelSummary;
     if (corpusBytes) await session.call('setCorpus', { bytes: corpusBytes, info: corpusInfo });
   }
@@ -169,7 +219,10 @@ function corpusFailed(message: string): void {
 
 async function setCorpus(bytes: Uint8Array, name: string): Promise<void> {
   const ctx = preset().model.ctx;
-  if (bytes.length < 10 * (ctx + 1)) throw new Error(`${name} has ${bytes.length} bytes: too short to train on (the context is ${ctx} bytes; give at least ${10 * (ctx + 1)})`);
+  if (bytes.length < 10 * (ctx + 1))
+    throw new Error(
+      `${name} has ${bytes.length} bytes: too short to train on (the context is ${ctx} bytes; give at least ${10 * (ctx + 1)})`,
+    );
   corpusBytes = bytes;
   corpusInfo = { name, bytes: bytes.length };
   const split = await session.call('setCorpus', { bytes, info: corpusInfo });
@@ -180,7 +233,8 @@ async function setCorpus(bytes: Uint8Array, name: string): Promise<void> {
   } catch {
     utf8 = false; // the engine trains on bytes either way; a binary file is rarely what was meant
   }
-  $('corpus-info').textContent = `${name}: ${bytes.length.toLocaleString()} bytes (${split.train_bytes.toLocaleString()} to train on, ${split.val_bytes.toLocaleString()} held out for validation).` +
+  $('corpus-info').textContent =
+    `${name}: ${bytes.length.toLocaleString()} bytes (${split.train_bytes.toLocaleString()} to train on, ${split.val_bytes.toLocaleString()} held out for validation).` +
     (utf8 ? '' : ' It is not UTF-8 text (a binary file?): the model will learn its bytes as they are.');
   if ($('status').classList.contains('error')) status(`Training text: ${name}.`, 'ok');
   document.body.dataset['corpus'] = name;
@@ -195,7 +249,9 @@ async function onCorpusSource(): Promise<void> {
   const src = corpusSource();
   $('upload-box').hidden = src !== 'upload';
   $('hf-box').hidden = src !== 'hf';
-  if (src !== 'shakespeare' && corpusReady) $('corpus-info').textContent = `Training uses ${corpusInfo.name || 'the restored text'} until you ${src === 'upload' ? 'choose a file' : 'load a dataset'}.`;
+  if (src !== 'shakespeare' && corpusReady)
+    $('corpus-info').textContent =
+      `Training uses ${corpusInfo.name || 'the restored text'} until you ${src === 'upload' ? 'choose a file' : 'load a dataset'}.`;
   if (src === 'shakespeare') {
     $('corpus-info').textContent = 'Loading TinyShakespeare…';
     try {
@@ -235,12 +291,18 @@ async function onHfLoad(): Promise<void> {
   }
   info.textContent = `Loading ${req.dataset}…`;
   try {
-    const bytes = await loadHfDataset(req, (b, rows) => {
-      info.textContent = `Loading ${req.dataset}: ${rows.toLocaleString()} rows, ${(b / 1e6).toFixed(2)} of ${(req.budgetBytes / 1e6).toFixed(2)} MB`;
-    }, hfAbort.signal);
+    const bytes = await loadHfDataset(
+      req,
+      (b, rows) => {
+        info.textContent = `Loading ${req.dataset}: ${rows.toLocaleString()} rows, ${(b / 1e6).toFixed(2)} of ${(req.budgetBytes / 1e6).toFixed(2)} MB`;
+      },
+      hfAbort.signal,
+    );
     await setCorpus(bytes, `hf:${req.dataset}/${req.config}/${req.split}:${req.column}`);
   } catch (e) {
-    corpusFailed(e instanceof HfError ? `Dataset: ${e.message}.` : `Dataset: ${e instanceof Error ? e.message : String(e)}.`);
+    corpusFailed(
+      e instanceof HfError ? `Dataset: ${e.message}.` : `Dataset: ${e instanceof Error ? e.message : String(e)}.`,
+    );
   }
 }
 
@@ -366,7 +428,8 @@ async function runTraining(fresh: boolean): Promise<void> {
       }
     });
     model = { ...model!, info: { ...model!.info, step: r.step } };
-    const where = r.backend === 'webgpu' ? `WebGPU${r.adapter ? ` (${r.adapter})` : ''}` : `WebAssembly (${loadedVariant})`;
+    const where =
+      r.backend === 'webgpu' ? `WebGPU${r.adapter ? ` (${r.adapter})` : ''}` : `WebAssembly (${loadedVariant})`;
     if (r.reason === 'done') status(`Finished ${r.step} steps on ${where}.`, 'ok');
     else if (stopRequested) {
       // Stop ends the run here: Steps becomes the step reached (raise it to continue later).
@@ -392,12 +455,22 @@ async function generate(): Promise<void> {
   const prompt = $<HTMLTextAreaElement>('prompt').value;
   out.textContent = prompt;
   try {
-    const r = await session.call('generate', {
-      prompt, maxTokens: Math.floor(num('length')), temperature: num('temperature'), topK: Math.floor(num('top-k')), topP: num('top-p'), seed: Math.floor(num('gen-seed')),
-    }, (ev) => {
-      if (ev.event === 'token') out.textContent += ev.data.text;
-    });
-    $('gen-stats').textContent = `${r.tokens} bytes in ${r.seconds.toFixed(2)} s: ${(r.tokens / Math.max(r.seconds, 1e-9)).toFixed(1)} tokens/s; first token after ${(r.firstTokenSeconds * 1000).toFixed(0)} ms.`;
+    const r = await session.call(
+      'generate',
+      {
+        prompt,
+        maxTokens: Math.floor(num('length')),
+        temperature: num('temperature'),
+        topK: Math.floor(num('top-k')),
+        topP: num('top-p'),
+        seed: Math.floor(num('gen-seed')),
+      },
+      (ev) => {
+        if (ev.event === 'token') out.textContent += ev.data.text;
+      },
+    );
+    $('gen-stats').textContent =
+      `${r.tokens} bytes in ${r.seconds.toFixed(2)} s: ${(r.tokens / Math.max(r.seconds, 1e-9)).toFixed(1)} tokens/s; first token after ${(r.firstTokenSeconds * 1000).toFixed(0)} ms.`;
   } catch (e) {
     status(`Sampling failed: ${e instanceof Error ? e.message : String(e)}`, 'error');
   } finally {
@@ -511,10 +584,16 @@ async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
     showStats(info.step, Math.max(info.train.steps, info.step), lastTrain);
     if (lastVal !== undefined) showEval(lastVal);
     document.body.dataset['historyRows'] = String(history.length);
-    status(`Opened ${name}: ${info.model.n_layers} layers × d ${info.model.d_model}, ${info.param_count.toLocaleString()} parameters, step ${info.step}.`, 'ok');
+    status(
+      `Opened ${name}: ${info.model.n_layers} layers × d ${info.model.d_model}, ${info.param_count.toLocaleString()} parameters, step ${info.step}.`,
+      'ok',
+    );
     document.body.dataset['opened'] = name;
   } catch (e) {
-    status(`Could not open ${name}: ${e instanceof Error ? e.message : String(e)}. The current model is unchanged.`, 'error');
+    status(
+      `Could not open ${name}: ${e instanceof Error ? e.message : String(e)}. The current model is unchanged.`,
+      'error',
+    );
   } finally {
     refreshButtons();
   }
@@ -538,7 +617,8 @@ async function tryRestore(): Promise<boolean> {
   model = r;
   replay(r.state);
   const finished = r.info.step >= r.state.settings.steps;
-  $('restore-text').textContent = `Your last run (${r.state.preset}, ${r.state.corpus.name || 'no corpus'}) was autosaved at step ${r.info.step} of ${r.state.settings.steps}` +
+  $('restore-text').textContent =
+    `Your last run (${r.state.preset}, ${r.state.corpus.name || 'no corpus'}) was autosaved at step ${r.info.step} of ${r.state.settings.steps}` +
     (finished ? ': it had finished (raise Steps and press Resume to train it further).' : '.');
   $('restore-resume').hidden = finished;
   $('restore-banner').hidden = false;
@@ -557,7 +637,9 @@ async function tryRestore(): Promise<boolean> {
 
 export async function startPlayground(): Promise<void> {
   dash = new Dashboard({ loss: $('chart-loss'), speed: $('chart-speed'), lr: $('chart-lr'), norm: $('chart-norm') });
-  $<HTMLInputElement>('log-scale').addEventListener('change', (e) => dash.setLogScale((e.target as HTMLInputElement).checked));
+  $<HTMLInputElement>('log-scale').addEventListener('change', (e) =>
+    dash.setLogScale((e.target as HTMLInputElement).checked),
+  );
   for (const id of ['preset', 'steps', 'batch']) $(id).addEventListener('change', () => describePreset());
   $('preset').addEventListener('change', () => {
     $<HTMLInputElement>('batch').value = String(preset().batch);
@@ -565,12 +647,14 @@ export async function startPlayground(): Promise<void> {
   });
   // The visitor's backend choice survives a reload (and with it an autosaved run's backend).
   const saved = localStorage.getItem('ptl.backend');
-  if (saved && [...$<HTMLSelectElement>('backend').options].some((o) => o.value === saved)) $<HTMLSelectElement>('backend').value = saved;
+  if (saved && [...$<HTMLSelectElement>('backend').options].some((o) => o.value === saved))
+    $<HTMLSelectElement>('backend').value = saved;
   $('backend').addEventListener('change', () => {
     localStorage.setItem('ptl.backend', $<HTMLSelectElement>('backend').value);
     void applyChoice().catch((e) => status(String(e), 'error'));
   });
-  for (const r of document.querySelectorAll<HTMLInputElement>('input[name="corpus"]')) r.addEventListener('change', () => void onCorpusSource());
+  for (const r of document.querySelectorAll<HTMLInputElement>('input[name="corpus"]'))
+    r.addEventListener('change', () => void onCorpusSource());
   $('corpus-file').addEventListener('change', () => void onUpload());
   $('hf-load').addEventListener('click', () => void onHfLoad());
   $('start').addEventListener('click', () => void runTraining(true));
@@ -602,7 +686,10 @@ export async function startPlayground(): Promise<void> {
   });
   document.getElementById('load-pretrained')?.addEventListener('click', () => void loadPretrained());
 
-  finetune = wireFinetune(() => session, () => model !== null && running === null);
+  finetune = wireFinetune(
+    () => session,
+    () => model !== null && running === null,
+  );
   try {
     gpuAdapter = await detectGpu();
     await applyChoice();

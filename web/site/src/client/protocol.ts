@@ -80,14 +80,20 @@ export interface Methods {
   open: { params: { bytes: Uint8Array; name: string }; result: ModelSummary & { state: RunState | null } };
   setCorpus: { params: { bytes: Uint8Array; info: CorpusInfo }; result: { train_bytes: number; val_bytes: number } };
   setBackend: { params: { backend: Backend }; result: ModelSummary | null };
-  train: { params: { settings: RunSettings }; result: { step: number; reason: 'done' | 'aborted'; backend: Backend; adapter?: string } };
+  train: {
+    params: { settings: RunSettings };
+    result: { step: number; reason: 'done' | 'aborted'; backend: Backend; adapter?: string };
+  };
   generate: {
     params: { prompt: string; maxTokens: number; temperature: number; topK: number; topP: number; seed: number };
     result: { text: string; tokens: number; seconds: number; firstTokenSeconds: number };
   };
   inspect: { params: { prompt: string }; result: InspectResult };
   exportCheckpoint: { params: { optimizer: boolean }; result: Uint8Array };
-  restore: { params: Record<string, never>; result: (ModelSummary & { state: RunState; corpus: Uint8Array | null }) | null };
+  restore: {
+    params: Record<string, never>;
+    result: (ModelSummary & { state: RunState; corpus: Uint8Array | null }) | null;
+  };
   clearAutosave: { params: Record<string, never>; result: null };
   calibrate: { params: Record<string, never>; result: { gflops: number } };
   ftStart: {

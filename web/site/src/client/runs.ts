@@ -25,7 +25,8 @@ export function parseMetrics(text: string, name: string): Run {
     } catch {
       throw new Error(`${name}, line ${i + 1}: not JSON`);
     }
-    if (typeof o['step'] !== 'number') throw new Error(`${name}, line ${i + 1}: no "step" number (is this a metrics.jsonl?)`);
+    if (typeof o['step'] !== 'number')
+      throw new Error(`${name}, line ${i + 1}: no "step" number (is this a metrics.jsonl?)`);
     const p = points.get(o['step']) ?? { step: o['step'] };
     if (typeof o['train_loss'] === 'number') p.train = o['train_loss'];
     if (typeof o['loss'] === 'number') p.train = o['loss'];
@@ -55,7 +56,11 @@ export function checkpointHistoryRows(bytes: Uint8Array, name: string): [number,
 
 export function parseCheckpointHistory(bytes: Uint8Array, name: string): Run {
   const rows = checkpointHistoryRows(bytes, name);
-  const points = rows.map(([step, train, val]) => ({ step, ...(train !== null ? { train } : {}), ...(val !== null && val !== undefined ? { val } : {}) }));
+  const points = rows.map(([step, train, val]) => ({
+    step,
+    ...(train !== null ? { train } : {}),
+    ...(val !== null && val !== undefined ? { val } : {}),
+  }));
   if (points.length === 0) throw new Error(`${name}: the loss history is empty`);
   return { name, points };
 }
@@ -89,13 +94,29 @@ export function startRuns(): void {
       }
       data.push(train, val);
       series.push({ label: `${r.name} train`, stroke: color, width: 1.5, spanGaps: true, points: { show: false } });
-      series.push({ label: `${r.name} val`, stroke: color, width: 1, dash: [5, 3], spanGaps: true, points: { show: true, size: 6, fill: color } });
+      series.push({
+        label: `${r.name} val`,
+        stroke: color,
+        width: 1,
+        dash: [5, 3],
+        spanGaps: true,
+        points: { show: true, size: 6, fill: color },
+      });
     });
-    plot = new uPlot({
-      width: Math.max(280, host.clientWidth), height: 360,
-      scales: { x: { time: false }, y: log.checked ? { distr: 3 } : {} },
-      series, axes: [{ label: 'step', stroke: 'currentColor' }, { label: 'loss', stroke: 'currentColor' }],
-    }, data as uPlot.AlignedData, host);
+    plot = new uPlot(
+      {
+        width: Math.max(280, host.clientWidth),
+        height: 360,
+        scales: { x: { time: false }, y: log.checked ? { distr: 3 } : {} },
+        series,
+        axes: [
+          { label: 'step', stroke: 'currentColor' },
+          { label: 'loss', stroke: 'currentColor' },
+        ],
+      },
+      data as uPlot.AlignedData,
+      host,
+    );
   }
 
   function table(): void {
@@ -104,8 +125,17 @@ export function startRuns(): void {
       const tr = document.createElement('tr');
       const last = [...r.points].reverse().find((p) => p.train !== undefined)?.train;
       const vals = r.points.map((p) => p.val).filter((v): v is number => v !== undefined);
-      const tps = r.points.map((p) => p.tokensPerS).filter((v): v is number => v !== undefined).sort((a, b) => a - b);
-      const cells = [r.name, String(r.points.at(-1)!.step), last?.toFixed(4) ?? '–', vals.length ? Math.min(...vals).toFixed(4) : '–', tps.length ? Math.round(tps[tps.length >> 1]!).toLocaleString() : '–'];
+      const tps = r.points
+        .map((p) => p.tokensPerS)
+        .filter((v): v is number => v !== undefined)
+        .sort((a, b) => a - b);
+      const cells = [
+        r.name,
+        String(r.points.at(-1)!.step),
+        last?.toFixed(4) ?? '–',
+        vals.length ? Math.min(...vals).toFixed(4) : '–',
+        tps.length ? Math.round(tps[tps.length >> 1]!).toLocaleString() : '–',
+      ];
       cells.forEach((c, i) => {
         const td = document.createElement('td');
         td.textContent = c;
@@ -136,7 +166,9 @@ export function startRuns(): void {
       try {
         const bytes = new Uint8Array(await f.arrayBuffer());
         const isJson = /\.jsonl?$/i.test(f.name) || bytes[0] === 0x7b;
-        const run = isJson ? parseMetrics(new TextDecoder().decode(bytes), f.name) : parseCheckpointHistory(bytes, f.name);
+        const run = isJson
+          ? parseMetrics(new TextDecoder().decode(bytes), f.name)
+          : parseCheckpointHistory(bytes, f.name);
         // Every ptl run writes metrics.jsonl: number the repeats so that legend and table tell them apart.
         const same = runs.filter((r) => r.name === run.name || r.name.startsWith(`${run.name} (`)).length;
         if (same > 0) run.name = `${run.name} (${same + 1})`;
@@ -147,7 +179,9 @@ export function startRuns(): void {
     }
     input.value = '';
     status.className = errors.length ? 'status error' : 'status ok';
-    status.textContent = errors.length ? `Could not open: ${errors.join('; ')}` : `${runs.length} run${runs.length === 1 ? '' : 's'} open.`;
+    status.textContent = errors.length
+      ? `Could not open: ${errors.join('; ')}`
+      : `${runs.length} run${runs.length === 1 ? '' : 's'} open.`;
     document.body.dataset['runs'] = String(runs.length);
     table();
     draw();

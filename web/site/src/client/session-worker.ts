@@ -10,8 +10,26 @@
 // A classic worker (astro.config.mjs sets Vite's worker format to iife), because the engine's
 // loader uses importScripts.
 import { Engine, EngineError, LoadedModule, loadModule, type StepEvents } from '@posttrainllm/engine';
-import { type Executor, type StepLoss, WebGPUBackend, WebGPUGenerator, WebGPUInspector, WebGPUTrainer } from '@posttrainllm/webgpu';
-import type { Backend, InspectResult, Method, Methods, ModelSummary, Reply, RunSettings, RunState, RunStep, WorkerEvent } from './protocol.js';
+import {
+  type Executor,
+  type StepLoss,
+  WebGPUBackend,
+  WebGPUGenerator,
+  WebGPUInspector,
+  WebGPUTrainer,
+} from '@posttrainllm/webgpu';
+import type {
+  Backend,
+  InspectResult,
+  Method,
+  Methods,
+  ModelSummary,
+  Reply,
+  RunSettings,
+  RunState,
+  RunStep,
+  WorkerEvent,
+} from './protocol.js';
 import { kernelSource } from './kernels.js';
 import * as autosave from './autosave.js';
 
@@ -87,7 +105,10 @@ async function gpuDevice(): Promise<{ device: GPUDevice; adapter: string }> {
 
 /** The engine's state tensors as they are now (parameters, adapters, AdamW moments once present), for a GPU to load. */
 function engineTensors(e: Engine): { name: string; shape: number[]; data: Float32Array }[] {
-  return e.tensorNames().filter((t) => t.present).map((t) => ({ name: t.name, shape: t.shape, data: e.readTensor(t.name) }));
+  return e
+    .tensorNames()
+    .filter((t) => t.present)
+    .map((t) => ({ name: t.name, shape: t.shape, data: e.readTensor(t.name) }));
 }
 
 /**
@@ -156,11 +177,25 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
   const e = needEngine();
   if (!corpus) throw new EngineError('no corpus: choose TinyShakespeare, upload a .txt or load a dataset', 'worker');
   if (!state) throw new EngineError('no run: create a model first', 'worker');
-  state.settings = { ...state.settings, steps: settings.steps, lr: settings.lr, schedule: settings.schedule, evalEvery: settings.evalEvery, sampleEvery: settings.sampleEvery, autosaveEvery: settings.autosaveEvery };
+  state.settings = {
+    ...state.settings,
+    steps: settings.steps,
+    lr: settings.lr,
+    schedule: settings.schedule,
+    evalEvery: settings.evalEvery,
+    sampleEvery: settings.sampleEvery,
+    autosaveEvery: settings.autosaveEvery,
+  };
   const s = state.settings;
   // The engine's training loop decides what follows each step (validation, sample, save) and
   // keeps the loss history; this worker acts on its events.
-  await e.updateTrainConfig({ steps: s.steps, lr: s.lr, schedule: s.schedule, eval_every: s.evalEvery, sample_every: s.sampleEvery });
+  await e.updateTrainConfig({
+    steps: s.steps,
+    lr: s.lr,
+    schedule: s.schedule,
+    eval_every: s.evalEvery,
+    sample_every: s.sampleEvery,
+  });
   e.loopOptions({ sampleAtEnd: true, saveEvery: s.autosaveEvery });
   const emit = (ev: WorkerEvent) => post({ id, ...ev } as Reply);
   let step = (await e.info()).step;
@@ -211,7 +246,16 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
         return;
       }
       const tokens = t.exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
-      record({ step: r.step, loss: r.loss, lr: lrs.get(r.step) ?? 0, grad_norm: r.gradNorm, tokens, seconds, tokens_per_s: seconds > 0 ? tokens / seconds : 0, elapsed_s: startElapsed + (now - t0) / 1000 });
+      record({
+        step: r.step,
+        loss: r.loss,
+        lr: lrs.get(r.step) ?? 0,
+        grad_norm: r.gradNorm,
+        tokens,
+        seconds,
+        tokens_per_s: seconds > 0 ? tokens / seconds : 0,
+        elapsed_s: startElapsed + (now - t0) / 1000,
+      });
       lrs.delete(r.step);
     };
     const flush = async () => {
@@ -253,7 +297,12 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
     }
   }
   await syncFromGpu();
-  return { step, reason: signal.aborted ? 'aborted' : 'done', backend, ...(backend === 'webgpu' && gpu ? { adapter: gpu.adapter } : {}) };
+  return {
+    step,
+    reason: signal.aborted ? 'aborted' : 'done',
+    backend,
+    ...(backend === 'webgpu' && gpu ? { adapter: gpu.adapter } : {}),
+  };
 }
 
 /** Autosave to the origin-private file system: checkpoint with moments, run state, corpus. */
@@ -268,7 +317,10 @@ async function save(): Promise<number> {
   // The checkpoint first, the state that points at it last: a crash in between leaves the
   // previous pair's state describing a checkpoint that is at least as new.
   await autosave.write('autosave.tinygpt', ckpt);
-  await autosave.write('autosave.json', new TextEncoder().encode(JSON.stringify({ variant: module?.build.variant, state })));
+  await autosave.write(
+    'autosave.json',
+    new TextEncoder().encode(JSON.stringify({ variant: module?.build.variant, state })),
+  );
   return ckpt.byteLength;
 }
 
@@ -298,7 +350,15 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     );
     replaceEngine(next);
     if (corpus) await next.setCorpus(corpus.bytes);
-    state = { settings: { ...s }, preset: p.preset, backend, corpus: corpus?.info ?? { name: '', bytes: 0 }, steps: [], evals: [], samples: [] };
+    state = {
+      settings: { ...s },
+      preset: p.preset,
+      backend,
+      corpus: corpus?.info ?? { name: '', bytes: 0 },
+      steps: [],
+      evals: [],
+      samples: [],
+    };
     return summary();
   },
   open: async (p) => {
@@ -308,8 +368,22 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     if (corpus) await next.setCorpus(corpus.bytes);
     const info = await next.info();
     state = {
-      settings: { steps: Math.max(info.train.steps, info.step), batch: info.train.batch, lr: info.train.lr, schedule: info.train.schedule, seed: info.train.seed, evalEvery: 50, sampleEvery: 100, autosaveEvery: 50 },
-      preset: 'custom', backend, corpus: corpus?.info ?? { name: '', bytes: 0 }, steps: [], evals: [], samples: [],
+      settings: {
+        steps: Math.max(info.train.steps, info.step),
+        batch: info.train.batch,
+        lr: info.train.lr,
+        schedule: info.train.schedule,
+        seed: info.train.seed,
+        evalEvery: 50,
+        sampleEvery: 100,
+        autosaveEvery: 50,
+      },
+      preset: 'custom',
+      backend,
+      corpus: corpus?.info ?? { name: '', bytes: 0 },
+      steps: [],
+      evals: [],
+      samples: [],
     };
     return { ...(await summary()), state };
   },
@@ -340,20 +414,33 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     const t0 = performance.now();
     let first = 0;
     let n = 0;
-    const r = await needEngine().generate(p.prompt, {
-      maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, topP: p.topP, seed: p.seed, mode: 'polling', signal,
-      onToken: (tok) => {
-        if (n++ === 0) first = performance.now() - t0;
-        const text = decoder.decode(Uint8Array.of(tok), { stream: true });
-        if (text) post({ id, event: 'token', data: { text } });
-      },
-    }).catch((err: unknown) => {
-      if (signal.aborted) return null;
-      throw err;
-    });
+    const r = await needEngine()
+      .generate(p.prompt, {
+        maxTokens: p.maxTokens,
+        temperature: p.temperature,
+        topK: p.topK,
+        topP: p.topP,
+        seed: p.seed,
+        mode: 'polling',
+        signal,
+        onToken: (tok) => {
+          if (n++ === 0) first = performance.now() - t0;
+          const text = decoder.decode(Uint8Array.of(tok), { stream: true });
+          if (text) post({ id, event: 'token', data: { text } });
+        },
+      })
+      .catch((err: unknown) => {
+        if (signal.aborted) return null;
+        throw err;
+      });
     const tail = decoder.decode();
     if (tail) post({ id, event: 'token', data: { text: tail } });
-    return { text: r?.text ?? '', tokens: n, seconds: (performance.now() - t0) / 1000, firstTokenSeconds: first / 1000 };
+    return {
+      text: r?.text ?? '',
+      tokens: n,
+      seconds: (performance.now() - t0) / 1000,
+      firstTokenSeconds: first / 1000,
+    };
   },
   inspect: async (p) => {
     if (backend === 'webgpu') return inspectOnGpu(p.prompt);
@@ -440,7 +527,8 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
 };
 
 async function handle(id: number, method: Method, params: unknown, signal: AbortSignal): Promise<unknown> {
-  if (method === 'abort' || !Object.hasOwn(handlers, method)) throw new EngineError(`unknown method '${String(method)}'`, 'worker');
+  if (method === 'abort' || !Object.hasOwn(handlers, method))
+    throw new EngineError(`unknown method '${String(method)}'`, 'worker');
   const handler = handlers[method] as (params: unknown, call: Call) => Promise<unknown>;
   return handler(params, { id, signal });
 }
@@ -448,7 +536,12 @@ async function handle(id: number, method: Method, params: unknown, signal: Abort
 // ---------------------------------------------------------------------------------------------
 // Fine-tuning: a base and its fine-tuned copy side by side, both from the same checkpoint bytes.
 
-let ft: { base: Engine; tuned: Engine; baseBytes: Uint8Array; data: Methods['ftStart']['params']['data'] | null } | null = null;
+let ft: {
+  base: Engine;
+  tuned: Engine;
+  baseBytes: Uint8Array;
+  data: Methods['ftStart']['params']['data'] | null;
+} | null = null;
 
 async function currentWeights(): Promise<Uint8Array> {
   await syncFromGpu();
@@ -458,16 +551,27 @@ async function currentWeights(): Promise<Uint8Array> {
 async function ftSummary(before: number | null, after: number | null): Promise<Methods['ftStart']['result']> {
   const lora = await ft!.tuned.loraInfo();
   const info = await ft!.base.info();
-  return { step: (await ft!.tuned.info()).step, lora, base_params: info.param_count, base_val_loss: before, tuned_val_loss: after };
+  return {
+    step: (await ft!.tuned.info()).step,
+    lora,
+    base_params: info.param_count,
+    base_val_loss: before,
+    tuned_val_loss: after,
+  };
 }
 
-async function ftStart(id: number, p: Methods['ftStart']['params'], signal: AbortSignal): Promise<Methods['ftStart']['result']> {
+async function ftStart(
+  id: number,
+  p: Methods['ftStart']['params'],
+  signal: AbortSignal,
+): Promise<Methods['ftStart']['result']> {
   const baseBytes = p.base ?? (await currentWeights());
   const m = needModule();
   const base = await Engine.fromCheckpoint(baseBytes, m, 'base.tinygpt');
   const tuned = await Engine.fromCheckpoint(baseBytes, m, 'base.tinygpt');
   try {
-    const feed = async (e: Engine) => (p.data.kind === 'jsonl' ? e.setSftData(p.data.bytes, p.data.name) : e.setCorpus(p.data.bytes));
+    const feed = async (e: Engine) =>
+      p.data.kind === 'jsonl' ? e.setSftData(p.data.bytes, p.data.name) : e.setCorpus(p.data.bytes);
     await feed(tuned);
     await feed(base);
     await tuned.startFinetune({ steps: p.steps, lr: p.lr, schedule: 'cosine', seed: p.seed, lora: p.lora });
@@ -532,24 +636,37 @@ async function ftTrainOnGpu(
     let failure: unknown = null; // the engine refused a step's loss (training diverged)
     const t0 = performance.now();
     let last = t0;
-    const trainer = new WebGPUTrainer(exec, {
-      readEvery: 1,
-      onLoss: (r) => {
-        if (failure) return;
-        const now = performance.now();
-        const seconds = (now - last) / 1000;
-        last = now;
-        try {
-          tuned.recordStep({ step: r.step, loss: r.loss, gradNorm: r.gradNorm, seconds });
-        } catch (err) {
-          failure = err;
-          return;
-        }
-        const tokens = exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
-        report({ step: r.step, loss: r.loss, lr: lrs.get(r.step) ?? 0, grad_norm: r.gradNorm, tokens, seconds, tokens_per_s: seconds > 0 ? tokens / seconds : 0, elapsed_s: (now - t0) / 1000 });
-        lrs.delete(r.step);
+    const trainer = new WebGPUTrainer(
+      exec,
+      {
+        readEvery: 1,
+        onLoss: (r) => {
+          if (failure) return;
+          const now = performance.now();
+          const seconds = (now - last) / 1000;
+          last = now;
+          try {
+            tuned.recordStep({ step: r.step, loss: r.loss, gradNorm: r.gradNorm, seconds });
+          } catch (err) {
+            failure = err;
+            return;
+          }
+          const tokens = exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
+          report({
+            step: r.step,
+            loss: r.loss,
+            lr: lrs.get(r.step) ?? 0,
+            grad_norm: r.gradNorm,
+            tokens,
+            seconds,
+            tokens_per_s: seconds > 0 ? tokens / seconds : 0,
+            elapsed_s: (now - t0) / 1000,
+          });
+          lrs.delete(r.step);
+        },
       },
-    }, (await tuned.info()).step);
+      (await tuned.info()).step,
+    );
     const flush = async () => {
       await trainer.flush();
       if (failure) throw failure;
@@ -593,33 +710,54 @@ async function promptTokens(prompt: string): Promise<number[]> {
   return bytes.length === 0 ? [10] : bytes.slice(-ctx);
 }
 
-async function generateOnGpu(id: number, p: Methods['generate']['params'], signal: AbortSignal): Promise<Methods['generate']['result']> {
+async function generateOnGpu(
+  id: number,
+  p: Methods['generate']['params'],
+  signal: AbortSignal,
+): Promise<Methods['generate']['result']> {
   const g = await ensureGpu();
   const e = needEngine();
-  if (!g.generator) g.generator = await WebGPUGenerator.create(g.be, JSON.stringify(await e.exportProgram('generate')), JSON.stringify(await e.exportProgram('window')));
+  if (!g.generator)
+    g.generator = await WebGPUGenerator.create(
+      g.be,
+      JSON.stringify(await e.exportProgram('generate')),
+      JSON.stringify(await e.exportProgram('window')),
+    );
   const decoder = new TextDecoder('utf-8');
   const t0 = performance.now();
   let first = 0;
   let n = 0;
-  const out = await g.generator.generate(new TextEncoder().encode(p.prompt), { maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, topP: p.topP, seed: p.seed }, (tok) => {
-    if (n++ === 0) first = performance.now() - t0;
-    const text = decoder.decode(Uint8Array.of(tok), { stream: true });
-    if (text) post({ id, event: 'token', data: { text } });
-    return !signal.aborted;
-  });
+  const out = await g.generator.generate(
+    new TextEncoder().encode(p.prompt),
+    { maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, topP: p.topP, seed: p.seed },
+    (tok) => {
+      if (n++ === 0) first = performance.now() - t0;
+      const text = decoder.decode(Uint8Array.of(tok), { stream: true });
+      if (text) post({ id, event: 'token', data: { text } });
+      return !signal.aborted;
+    },
+  );
   const tail = decoder.decode();
   if (tail) post({ id, event: 'token', data: { text: tail } });
-  return { text: new TextDecoder().decode(Uint8Array.from(out)), tokens: n, seconds: (performance.now() - t0) / 1000, firstTokenSeconds: first / 1000 };
+  return {
+    text: new TextDecoder().decode(Uint8Array.from(out)),
+    tokens: n,
+    seconds: (performance.now() - t0) / 1000,
+    firstTokenSeconds: first / 1000,
+  };
 }
 
 async function inspectOnGpu(prompt: string): Promise<InspectResult> {
   const g = await ensureGpu();
-  if (!g.inspector) g.inspector = await WebGPUInspector.create(g.be, JSON.stringify(await needEngine().exportProgram('inspect')));
+  if (!g.inspector)
+    g.inspector = await WebGPUInspector.create(g.be, JSON.stringify(await needEngine().exportProgram('inspect')));
   const tokens = await promptTokens(prompt);
   const ins = await g.inspector.inspect(tokens);
   const T = tokens.length;
   const top = WebGPUInspector.topK(ins, T - 1, 10).map((t) => ({ byte: t.token, prob: t.prob }));
-  const attention = ins.probs.map((layer) => Array.from({ length: ins.heads }, (_, h) => layer.subarray(h * T * T, (h + 1) * T * T)));
+  const attention = ins.probs.map((layer) =>
+    Array.from({ length: ins.heads }, (_, h) => layer.subarray(h * T * T, (h + 1) * T * T)),
+  );
   return { tokens, top, layers: ins.probs.length, heads: ins.heads, T, attention };
 }
 

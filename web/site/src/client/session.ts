@@ -8,7 +8,11 @@ export class SessionError extends Error {
   }
 }
 
-type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; onEvent?: ((ev: WorkerEvent) => void) | undefined };
+type Pending = {
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+  onEvent?: ((ev: WorkerEvent) => void) | undefined;
+};
 
 export class Session {
   private readonly worker: Worker;
@@ -37,7 +41,11 @@ export class Session {
     });
   }
 
-  call<M extends Method>(method: M, params: Methods[M]['params'], onEvent?: (ev: WorkerEvent) => void): Promise<Methods[M]['result']> {
+  call<M extends Method>(
+    method: M,
+    params: Methods[M]['params'],
+    onEvent?: (ev: WorkerEvent) => void,
+  ): Promise<Methods[M]['result']> {
     const id = this.next++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onEvent });
