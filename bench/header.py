@@ -7,8 +7,8 @@ with which engine, made by which command. Readers skip it ("kind": "header").
 
 machine: the CPU's model name (with /proc/cpuinfo's family and model numbers, which tell CPUs of
 one name apart), its cores and memory; with --gpu the card, its driver and its clock
-(nvidia-smi). engine: `git describe --always --dirty` of the checkout when it is one, else
-$PTL_ENGINE_VERSION; ptl_version: `ptl --version` of the binary measured.
+(nvidia-smi). engine: $PTL_ENGINE_VERSION when set (bench/gpu_run.sh sets it from the pack), else
+`git describe --always --dirty` of the checkout; ptl_version: `ptl --version` of the binary measured.
 """
 
 import argparse
@@ -100,7 +100,9 @@ def main():
         machine.update(gpu() or {"gpu": None})
     if a.blas:
         machine["blas"] = a.blas
-    engine = run(["git", "-C", ROOT, "describe", "--always", "--dirty"]) or os.environ.get("PTL_ENGINE_VERSION")
+    # The pack records the version of the checkout it was made from (bench/gpu_pack.sh): a copy of
+    # the tree on a GPU machine may carry another repository state, or none.
+    engine = os.environ.get("PTL_ENGINE_VERSION") or run(["git", "-C", ROOT, "describe", "--always", "--dirty"])
     h = {"kind": "header", "benchmark": a.benchmark, "machine": machine, "engine": engine}
     if a.ptl:
         h["ptl_version"] = run([a.ptl, "--version"])
