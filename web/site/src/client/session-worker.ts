@@ -170,6 +170,45 @@ async function syncFromGpu(): Promise<void> {
   gpu.dirty = false;
 }
 
+/**
+ * The losses of GPU steps as they come back: each is recorded by the engine (history, elapsed
+ * time, divergence) and reported as the step's metrics. `lrs` holds the learning rate of each
+ * step in flight; `check()` throws the engine's divergence error once one was refused.
+ */
+function gpuLosses(engine: Engine, exec: Executor, t0: number, startElapsed: number, report: (m: RunStep) => void) {
+  const lrs = new Map<number, number>();
+  let failure: unknown = null; // the engine refused a step's loss (training diverged)
+  let last = performance.now(); // a step's time runs from the previous loss (the first: from now)
+  const onLoss = (r: StepLoss) => {
+    if (failure) return;
+    const now = performance.now();
+    const seconds = (now - last) / 1000;
+    last = now;
+    try {
+      engine.recordStep({ step: r.step, loss: r.loss, gradNorm: r.gradNorm, seconds });
+    } catch (err) {
+      failure = err;
+      return;
+    }
+    const tokens = exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
+    report({
+      step: r.step,
+      loss: r.loss,
+      lr: lrs.get(r.step) ?? 0,
+      grad_norm: r.gradNorm,
+      tokens,
+      seconds,
+      tokens_per_s: seconds > 0 ? tokens / seconds : 0,
+      elapsed_s: startElapsed + (now - t0) / 1000,
+    });
+    lrs.delete(r.step);
+  };
+  const check = () => {
+    if (failure) throw failure;
+  };
+  return { lrs, onLoss, check };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Training
 
@@ -231,36 +270,12 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
   if (backend === 'webgpu') {
     const run = await startGpu();
     const t = run.trainer;
-    const lrs = new Map<number, number>(); // GPU steps in flight -> their learning rate
-    let failure: unknown = null; // the engine refused a step's loss (training diverged)
-    let last = performance.now();
-    run.onLoss = (r) => {
-      if (failure) return;
-      const now = performance.now();
-      const seconds = (now - last) / 1000;
-      last = now;
-      try {
-        e.recordStep({ step: r.step, loss: r.loss, gradNorm: r.gradNorm, seconds });
-      } catch (err) {
-        failure = err;
-        return;
-      }
-      const tokens = t.exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
-      record({
-        step: r.step,
-        loss: r.loss,
-        lr: lrs.get(r.step) ?? 0,
-        grad_norm: r.gradNorm,
-        tokens,
-        seconds,
-        tokens_per_s: seconds > 0 ? tokens / seconds : 0,
-        elapsed_s: startElapsed + (now - t0) / 1000,
-      });
-      lrs.delete(r.step);
-    };
+    const losses = gpuLosses(e, t.exec, t0, startElapsed, record);
+    const lrs = losses.lrs;
+    run.onLoss = losses.onLoss;
     const flush = async () => {
       await t.flush();
-      if (failure) throw failure;
+      losses.check();
     };
     try {
       while (step < s.steps && !signal.aborted) {
@@ -278,7 +293,7 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
           // At most a few steps in flight: the losses arrive in order, and a deep queue would make
           // "pause" lag behind the button.
           await flush();
-        } else if (failure) throw failure;
+        } else losses.check();
         await yieldNow(); // lets an "abort" message in
       }
       await flush();
@@ -632,44 +647,12 @@ async function ftTrainOnGpu(
   try {
     be.loadWeights(engineTensors(tuned));
     const exec = await be.load(JSON.stringify(await tuned.exportProgram('train')));
-    const lrs = new Map<number, number>();
-    let failure: unknown = null; // the engine refused a step's loss (training diverged)
-    const t0 = performance.now();
-    let last = t0;
-    const trainer = new WebGPUTrainer(
-      exec,
-      {
-        readEvery: 1,
-        onLoss: (r) => {
-          if (failure) return;
-          const now = performance.now();
-          const seconds = (now - last) / 1000;
-          last = now;
-          try {
-            tuned.recordStep({ step: r.step, loss: r.loss, gradNorm: r.gradNorm, seconds });
-          } catch (err) {
-            failure = err;
-            return;
-          }
-          const tokens = exec.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
-          report({
-            step: r.step,
-            loss: r.loss,
-            lr: lrs.get(r.step) ?? 0,
-            grad_norm: r.gradNorm,
-            tokens,
-            seconds,
-            tokens_per_s: seconds > 0 ? tokens / seconds : 0,
-            elapsed_s: (now - t0) / 1000,
-          });
-          lrs.delete(r.step);
-        },
-      },
-      (await tuned.info()).step,
-    );
+    const losses = gpuLosses(tuned, exec, performance.now(), 0, report);
+    const lrs = losses.lrs;
+    const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss: losses.onLoss }, (await tuned.info()).step);
     const flush = async () => {
       await trainer.flush();
-      if (failure) throw failure;
+      losses.check();
     };
     let synced = false;
     const sync = async () => {
@@ -688,7 +671,7 @@ async function ftTrainOnGpu(
       await act(ev, sync);
       if (ev.last) break;
       if (trainer.step % 4 === 0) await flush();
-      else if (failure) throw failure;
+      else losses.check();
       await yieldNow();
     }
     await sync();
