@@ -6,15 +6,22 @@
 // BKV rows; each thread keeps the online-softmax state (running max, running sum, rescaled
 // accumulator). No T x T matrix exists anywhere; only lse [B, H, T] is saved for the backward.
 // HS (head size) and BKV are compile-time constants the executor substitutes per pipeline.
-struct Params { B: u32, T: u32, C: u32, H: u32, scale: f32, _pad0: u32, _pad1: u32, _pad2: u32 }
+// Dropout on the probabilities (HAS_DROPOUT, train programs): y_i = sum_j keep_ij dscale P_ij v_j
+// with lse still that of the undropped softmax; keep_ij comes from the counter-based rule
+// (common/dropout.wgsl, index ((b H + h) T + i) T + j), so the backward regenerates it.
+struct Params { B: u32, T: u32, C: u32, H: u32, scale: f32, threshold: u32, dscale: f32, stream: u32 }
 @group(0) @binding(0) var<uniform> U: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
 @group(0) @binding(3) var<storage, read> v: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(6) var<storage, read> seed: array<u32>;  // dropout.seed = {key, step}
 
 override HAS_LSE: bool = true;
+override HAS_DROPOUT: bool = false;
+
+// #include dropout
 
 const HS: u32 = 16u;   // head size (replaced by the executor)
 const BKV: u32 = 16u;  // key/value rows per tile (replaced by the executor)
@@ -43,6 +50,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   var mx = NEG_BIG;
   var sum = 0.0;
+  var dbase = 0u;
+  if (HAS_DROPOUT) { dbase = dropout_base(U.stream, seed[0], seed[1]); }
+  let row = (bh * U.T + i) * U.T;  // flat index of (b, h, i, 0) in the [B, H, T, T] probabilities
 
   let kv_end = min(U.T, q0 + BQ);  // causal: this block never looks past its last row
   for (var t0 = 0u; t0 < kv_end; t0 += BKV) {
@@ -78,7 +88,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var jj = 0u; jj < n; jj++) {
         let p = exp(s[jj] - mx);
         sum += p;
-        for (var c = 0u; c < HS; c++) { acc[c] = fma(p, Vs[jj * HS + c], acc[c]); }
+        var pv = p;
+        if (HAS_DROPOUT) {
+          pv = 0.0;
+          if (dropout_keep(dbase, row + t0 + jj, U.threshold)) { pv = p * U.dscale; }
+        }
+        for (var c = 0u; c < HS; c++) { acc[c] = fma(pv, Vs[jj * HS + c], acc[c]); }
       }
     }
     workgroupBarrier();

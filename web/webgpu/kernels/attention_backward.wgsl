@@ -2,12 +2,15 @@
 // saved lse (C++ twin: attention_backward in kernels/attention.cpp). For query i, key j <= i:
 //   p = exp(q_i . k_j * scale - lse_i),  D_i = dy_i . y_i,
 //   dv_j += p dy_i,  ds = p (dy_i . v_j - D_i) scale,  dq_i += ds k_j,  dk_j += ds q_i.
+// With dropout (HAS_DROPOUT): the forward's keep_ij is regenerated from dropout.seed (the same
+// counter-based rule, common/dropout.wgsl) and d = keep_ij dscale:
+//   dv_j += d p dy_i,  ds = p (d (dy_i . v_j) - D_i) scale   (y, hence D_i, is the dropped output).
 // Two passes, each owning its output rows so that no two threads ever write the same float (no
 // atomics, deterministic, no T x T buffer):
 //   entry `dq_main`:   one thread per query row i; key/value rows stream through workgroup memory.
 //   entry `dkdv_main`: one thread per key row j; query rows (q, dy, lse, D) stream through
 //                      workgroup memory in tiles of BQT rows.
-struct Params { B: u32, T: u32, C: u32, H: u32, scale: f32, _pad0: u32, _pad1: u32, _pad2: u32 }
+struct Params { B: u32, T: u32, C: u32, H: u32, scale: f32, threshold: u32, dscale: f32, stream: u32 }
 @group(0) @binding(0) var<uniform> U: Params;
 @group(0) @binding(1) var<storage, read> dy: array<f32>;
 @group(0) @binding(2) var<storage, read> q: array<f32>;
@@ -18,12 +21,23 @@ struct Params { B: u32, T: u32, C: u32, H: u32, scale: f32, _pad0: u32, _pad1: u
 @group(0) @binding(7) var<storage, read_write> dq: array<f32>;
 @group(0) @binding(8) var<storage, read_write> dk: array<f32>;
 @group(0) @binding(9) var<storage, read_write> dv: array<f32>;
+@group(0) @binding(10) var<storage, read> seed: array<u32>;  // dropout.seed = {key, step}
 
 override ACC_DQ: bool = false;
 override ACC_DK: bool = false;
 override ACC_DV: bool = false;
 override HAS_DK: bool = true;
 override HAS_DV: bool = true;
+override HAS_DROPOUT: bool = false;
+
+// #include dropout
+
+// keep_ij dscale (1 without dropout) of probability (bh, i, j).
+fn drop_factor(base: u32, bh: u32, i: u32, j: u32) -> f32 {
+  if (!HAS_DROPOUT) { return 1.0; }
+  if (dropout_keep(base, (bh * U.T + i) * U.T + j, U.threshold)) { return U.dscale; }
+  return 0.0;
+}
 
 const HS: u32 = 16u;   // head size (replaced by the executor)
 const BT: u32 = 16u;   // rows per streamed tile (replaced by the executor)
@@ -59,6 +73,8 @@ fn dq_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
     }
   }
   if (valid) { l = lse[bh * U.T + i]; }
+  var dbase = 0u;
+  if (HAS_DROPOUT) { dbase = dropout_base(U.stream, seed[0], seed[1]); }
 
   let kv_end = min(U.T, q0 + WG);
   for (var t0 = 0u; t0 < kv_end; t0 += BT) {
@@ -82,7 +98,7 @@ fn dq_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
           dp = fma(dyi[c], S2[jj * HS + c], dp);
         }
         let p = exp(s * U.scale - l);
-        let ds = p * (dp - D) * U.scale;
+        let ds = p * (drop_factor(dbase, bh, i, t0 + jj) * dp - D) * U.scale;
         for (var c = 0u; c < HS; c++) { acc[c] = fma(ds, S1[jj * HS + c], acc[c]); }
       }
     }
@@ -116,6 +132,9 @@ fn dkdv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
     kj[c] = 0.0; vj[c] = 0.0; dka[c] = 0.0; dva[c] = 0.0;
     if (valid) { kj[c] = k[base + j * U.C + c]; vj[c] = v[base + j * U.C + c]; }
   }
+
+  var dbase = 0u;
+  if (HAS_DROPOUT) { dbase = dropout_base(U.stream, seed[0], seed[1]); }
 
   // Causal: only queries i >= j contribute, so the block starts at its first key row.
   for (var t0 = j0; t0 < U.T; t0 += BT) {
@@ -151,9 +170,11 @@ fn dkdv_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
           dp = fma(S2[ii * HS + c], vj[c], dp);
         }
         let p = exp(s * U.scale - SL[ii]);
-        let ds = p * (dp - SD[ii]) * U.scale;
+        let d = drop_factor(dbase, bh, i, j);
+        let ds = p * (d * dp - SD[ii]) * U.scale;
+        let pd = d * p;
         for (var c = 0u; c < HS; c++) {
-          dva[c] = fma(p, S2[ii * HS + c], dva[c]);
+          dva[c] = fma(pd, S2[ii * HS + c], dva[c]);
           dka[c] = fma(ds, S1[ii * HS + c], dka[c]);
         }
       }

@@ -752,16 +752,85 @@ function planAttention(c: PlanContext): DispatchSpec[] {
   let BKV = 16;
   while (2 * BKV * HS * 4 > c.backend.device.limits.maxComputeWorkgroupStorageSize && BKV > 1) BKV /= 2;
   const BQ = c.rowsPerWorkgroup();
+  const drop = dropoutAttrs(c, 3);
   return [
     {
       kernel: 'attention',
       entry: 'main',
       label,
       defines: { HS, BKV, BQ },
-      constants: { HAS_LSE: b1(out(1) >= 0) },
-      params: [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)],
-      bindings: [r(1, q), r(2, need(inp(1), 'k')), r(3, need(inp(2), 'v')), w(4, need(out(0), 'y')), w(5, out(1))],
+      constants: { HAS_LSE: b1(out(1) >= 0), HAS_DROPOUT: b1(drop.on) },
+      params: [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), ...drop.params],
+      bindings: [
+        r(1, q),
+        r(2, need(inp(1), 'k')),
+        r(3, need(inp(2), 'v')),
+        w(4, need(out(0), 'y')),
+        w(5, out(1)),
+        r(6, inp(3)),
+      ],
       workgroups: [ceilDiv(T, BQ), B * H, 1],
+    },
+  ];
+}
+
+// The dropout attributes of an op (docs/model.md "Dropout"): the kernels' uniform words
+// [threshold, scale, stream] and whether the mask is applied at all (p > 0 with a dropout.seed
+// input at `seedInput`). threshold and stream are integers the program stores exactly.
+function dropoutAttrs(c: PlanContext, seedInput: number): { on: boolean; params: ParamWord[] } {
+  const a = c.op.attrs;
+  const p = a['p'] ?? 0;
+  const threshold = a['threshold'] ?? 0;
+  const scale = a['scale'] ?? 1;
+  const stream = a['stream'] ?? 0;
+  const seed = c.inp(seedInput);
+  const on = p > 0 || threshold > 0;
+  if (!on) return { on, params: [u(0), f(1), u(0)] };
+  if (!(p < 1) || !Number.isInteger(threshold) || threshold < 0 || threshold > 16777216)
+    throw new WebGPUError(`${c.label}: dropout p = ${p}, threshold = ${threshold} out of range`);
+  if (!Number.isInteger(stream) || stream < 0 || stream > 0xffffffff)
+    throw new WebGPUError(`${c.label}: dropout stream ${stream} is not a u32`);
+  if (seed < 0) throw new WebGPUError(`${c.label}: dropout p = ${p} without a dropout.seed input`);
+  if (c.numel(seed) !== 2) throw new WebGPUError(`${c.label}: dropout.seed has ${c.numel(seed)} values, not 2`);
+  return { on, params: [u(threshold), f(scale), u(stream)] };
+}
+
+// dropout: y = x scale where kept, 0 where dropped; the mask is a function of dropout.seed.
+function planDropout(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, need, r, w, elementwise } = c;
+  const x = need(inp(0), 'x'),
+    n = c.numel(x);
+  need(inp(1), 'dropout.seed');
+  const drop = dropoutAttrs(c, 1);
+  return [
+    {
+      kernel: 'dropout',
+      entry: 'main',
+      label,
+      params: [u(n), ...drop.params],
+      bindings: [r(1, x), r(2, inp(1)), w(3, need(out(0), 'y'))],
+      workgroups: elementwise(n),
+    },
+  ];
+}
+
+// dropout_backward: dx (+)= dy scale where the forward kept the element (the mask regenerated).
+function planDropoutBackward(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, acc, need, r, w, elementwise } = c;
+  const dy = need(inp(0), 'dy'),
+    n = c.numel(dy);
+  need(inp(1), 'dropout.seed');
+  if (out(0) < 0) return [];
+  const drop = dropoutAttrs(c, 1);
+  return [
+    {
+      kernel: 'dropout_backward',
+      entry: 'main',
+      label,
+      constants: { ACC: b1(acc(0)) },
+      params: [u(n), ...drop.params],
+      bindings: [r(1, dy), r(2, inp(1)), w(3, out(0))],
+      workgroups: elementwise(n),
     },
   ];
 }
@@ -775,16 +844,18 @@ function planAttentionBackward(c: PlanContext): DispatchSpec[] {
   const HS = c.headSize(C, H);
   let BT = 16;
   while ((2 * BT * HS + 2 * BT) * 4 > c.backend.device.limits.maxComputeWorkgroupStorageSize && BT > 1) BT /= 2;
-  const params = [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), u(0), u(0), u(0)];
+  const drop = dropoutAttrs(c, 6);
+  const params = [u(B), u(T), u(C), u(H), f(Math.fround(1 / Math.sqrt(HS))), ...drop.params];
   const WG = c.rowsPerWorkgroup();
   const constants = {
+    HAS_DROPOUT: b1(drop.on),
     ACC_DQ: b1(acc(0)),
     ACC_DK: b1(acc(1)),
     ACC_DV: b1(acc(2)),
     HAS_DK: b1(out(1) >= 0),
     HAS_DV: b1(out(2) >= 0),
   };
-  const inputs = ins.map((id, i) => r(i + 1, id));
+  const inputs = [...ins.map((id, i) => r(i + 1, id)), r(10, inp(6))];
   const specs: DispatchSpec[] = [];
   if (out(0) >= 0)
     specs.push({
@@ -1108,6 +1179,8 @@ const PLANNERS: { readonly [K in OpKind]: Planner } = {
   attention_probs: planAttentionProbs,
   gelu: planGelu,
   gelu_backward: planGeluBackward,
+  dropout: planDropout,
+  dropout_backward: planDropoutBackward,
   add: planAdd,
   add_backward: planAddBackward,
   cross_entropy: planCrossEntropy,
@@ -1630,6 +1703,17 @@ export class Executor {
   // optim.hparams = [lr, step] (step = the 1-based optimizer step being taken).
   setHparams(lr: number, step: number): void {
     this.setInput('optim.hparams', Float32Array.of(lr, step));
+  }
+
+  // Whether the program reads an input (e.g. 'dropout.seed' of a train program with dropout).
+  has(name: string): boolean {
+    return this.program.tensors.some((t) => t.name === name);
+  }
+
+  // dropout.seed = {key, step} (docs/model.md "Dropout"): key from the run's seed (dropoutKey),
+  // step the 1-based optimizer step being taken; both read as u32 by the kernels.
+  setDropoutSeed(key: number, step: number): void {
+    this.setInput('dropout.seed', Int32Array.of(key | 0, step | 0));
   }
 
   private updateAdamw(lr: number, step: number): void {

@@ -25,6 +25,8 @@ export type OpKind =
   | 'attention_probs'
   | 'gelu'
   | 'gelu_backward'
+  | 'dropout'
+  | 'dropout_backward'
   | 'add'
   | 'add_backward'
   | 'cross_entropy'

@@ -1,6 +1,7 @@
 // Training on the WebGPU executor: one submit per step, the loss read back asynchronously every
 // `readEvery` steps, and checkpoints in ptl's format (docs/checkpoint-format.md) that `ptl`
 // loads and resumes.
+import { dropoutKey } from './dropout.js';
 import { type Executor, type WebGPUBackend, WebGPUError } from './executor.js';
 import { type SafeTensorsFile, type StTensor, encodeSafeTensors } from './safetensors.js';
 
@@ -13,6 +14,9 @@ export interface StepLoss {
 export interface TrainerOptions {
   readEvery?: number; // read the loss back every N steps (default 1); the last step is always read by flush()
   onLoss?: (r: StepLoss) => void;
+  // The run's seed (train_config.seed of the checkpoint): a program with dropout needs it, its
+  // masks are drawn from {dropoutKey(seed), step} so that every backend drops the same elements.
+  seed?: number | bigint;
 }
 
 export class WebGPUTrainer {
@@ -26,6 +30,7 @@ export class WebGPUTrainer {
   private readonly pending = new Set<Promise<void>>();
   private readonly batchSize: number;
   private readonly tokensPerStep: number;
+  private readonly dropoutKey: number | null;
 
   constructor(exec: Executor, opts: TrainerOptions = {}, firstStep = 0) {
     this.exec = exec;
@@ -36,6 +41,11 @@ export class WebGPUTrainer {
     const tokens = exec.tensor('tokens').info.shape;
     this.batchSize = tokens[0]!;
     this.tokensPerStep = tokens.reduce((a, b) => a * b, 1);
+    this.dropoutKey = opts.seed === undefined ? null : dropoutKey(opts.seed);
+    if (exec.has('dropout.seed') && this.dropoutKey === null)
+      throw new WebGPUError(
+        `program '${exec.program.name}' has dropout: the trainer needs the run's seed (option seed)`,
+      );
   }
 
   // Uploads the batch and the step's hyperparameters, records the whole step (forward, backward,
@@ -45,6 +55,7 @@ export class WebGPUTrainer {
     this.exec.setInput('targets', targets);
     const step = this.step + 1;
     this.exec.setHparams(lr, step);
+    if (this.dropoutKey !== null && this.exec.has('dropout.seed')) this.exec.setDropoutSeed(this.dropoutKey, step);
     const read = step % this.readEvery === 0;
     const p = this.exec.run(read ? ['loss', 'grad_norm'] : []);
     this.step = step;

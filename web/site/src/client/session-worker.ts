@@ -154,7 +154,11 @@ async function startGpu(): Promise<NonNullable<GpuState['train']>> {
   }
   const g = await ensureGpu();
   const exec = await g.be.load(JSON.stringify(await e.exportProgram('train')));
-  const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss: (r) => g.train?.onLoss(r) }, info.step);
+  const trainer = new WebGPUTrainer(
+    exec,
+    { readEvery: 1, onLoss: (r) => g.train?.onLoss(r), seed: info.train.seed },
+    info.step,
+  );
   g.train = { exec, trainer, batch: info.train.batch, onLoss: () => {} };
   return g.train;
 }
@@ -649,7 +653,9 @@ async function ftTrainOnGpu(
     const exec = await be.load(JSON.stringify(await tuned.exportProgram('train')));
     const losses = gpuLosses(tuned, exec, performance.now(), 0, report);
     const lrs = losses.lrs;
-    const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss: losses.onLoss }, (await tuned.info()).step);
+    const info = await tuned.info();
+    // The run's seed draws the dropout masks (LoRA dropout included), as on the engine.
+    const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss: losses.onLoss, seed: info.train.seed }, info.step);
     const flush = async () => {
       await trainer.flush();
       losses.check();
