@@ -177,8 +177,9 @@ def test_training_with_dropout_matches_the_engine(tmp_path):
     assert max(loss_errs) <= LOSS_REL, loss_errs
     assert max(norm_errs) <= GRAD_NORM_REL, norm_errs
     assert weight_err <= WEIGHT_ABS
-    # The test can fail: the same model without the masks is far off the engine's losses.
-    assert min(undropped) > 100 * LOSS_REL
+    # The test can fail: the same model without the masks is well off the engine's losses (at
+    # initialisation every loss is near log 256, so the gap grows as the weights move).
+    assert min(undropped) > 2 * LOSS_REL and max(undropped) > 10 * LOSS_REL, undropped
 
 
 def test_lora_dropout_matches_the_engine(tmp_path):
