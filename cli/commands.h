@@ -26,6 +26,23 @@ inline CLI::Validator at_least(long long min) {
                  : ">=" + std::to_string(min));
 }
 
+// A dropout rate: a number in [0, 1) ("--dropout: must be at least 0 and below 1, got 1").
+inline CLI::Validator dropout_rate() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != s.size()) return "expects a number, got '" + s + "'";
+        return v >= 0.0 && v < 1.0 ? std::string() : "must be at least 0 and below 1, got " + s;
+      },
+      "[0, 1)");
+}
+
 // The process's exit status when a command returns normally: 130 (128 + SIGINT, what shells
 // report for Ctrl-C) when a run stopped on Ctrl-C after saving, so scripts can tell it from a
 // finished run.

@@ -60,6 +60,7 @@ std::unique_ptr<Trainer> setup_finetune(const FinetuneArgs& a) {
   tc.warmup = a.warmup;
   tc.seed = a.seed;
   tc.eval_every = a.eval_every;
+  tc.dropout = a.dropout;
   tc.sample_every = 0;
   tc.data_path = fs::absolute(a.data).string();
   trainer->start_finetune(tc);

@@ -19,13 +19,15 @@ struct FinetuneArgs {
   std::string schedule = "cosine";
   uint64_t seed = 1337;
   int threads = 0;
+  double dropout = 0;  // the model's dropout rate (`ptl sft --dropout`; a LoRA run's is the adapters')
 };
 
 // Registers the shared options on `cmd` (the default learning rate is `a.lr` as given);
 // `data_help` says what --data takes.
 void add_finetune_options(CLI::App* cmd, FinetuneArgs& a, const std::string& data_help);
 
-// Loads the base, starts a fresh run with the arguments' train config, and attaches the data
+// Loads the base, starts a fresh run with the arguments' train config (its dropout is a.dropout,
+// not the base run's), and attaches the data
 // (.jsonl = SFT examples, anything else = text). Returns the trainer.
 std::unique_ptr<Trainer> setup_finetune(const FinetuneArgs& a);
 

@@ -23,6 +23,7 @@ struct LoraArgs {
   double alpha = 8.0;
   std::string targets = "q,v";
   double weight_decay = 0.0;
+  double dropout = 0.0;  // on the adapters' input
 };
 
 int64_t count(const std::vector<TensorInfo>& tensors) {
@@ -37,6 +38,7 @@ void run_lora_train(const LoraArgs& a) {
   lora.alpha = a.alpha;
   lora.targets = parse_lora_targets(a.targets);
   lora.weight_decay = a.weight_decay;
+  lora.dropout = a.dropout;
   validate_lora(lora);
   auto trainer = setup_finetune(a.run);
   trainer->enable_lora(lora, a.run.seed);
@@ -241,6 +243,9 @@ void add_lora(CLI::App& app) {
   train->add_option("--targets", t->targets, "Projections to adapt: q,k,v,o,fc_in,fc_out (or attn, mlp, all)")
       ->capture_default_str();
   train->add_option("--weight-decay", t->weight_decay, "AdamW weight decay on the adapters")->capture_default_str();
+  train->add_option("--dropout", t->dropout, "Dropout rate on the adapters' input (the base path sees it undropped)")
+      ->capture_default_str()
+      ->check(dropout_rate());
   train->callback([t]() { run_lora_train(*t); });
 
   auto m = std::make_shared<MergeArgs>();

@@ -101,6 +101,9 @@ void add_sft(CLI::App& app) {
       app.add_subcommand("sft", "Fine-tune every weight of a base on SFT examples (JSONL) into OUT/model.tinygpt");
   add_finetune_options(cmd, *a,
                        "SFT examples (.jsonl: one {\"prompt\", \"response\"} or {\"messages\"} object per line)");
+  cmd->add_option("--dropout", a->dropout, "Dropout rate while fine-tuning (docs/model.md, \"Dropout\")")
+      ->capture_default_str()
+      ->check(dropout_rate());
   cmd->callback([a]() { run_sft(*a); });
 
   auto e = std::make_shared<EvalArgs>();

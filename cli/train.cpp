@@ -33,7 +33,7 @@ struct TrainArgs {
   std::string preset = "small", data, out, resume;
   int64_t steps = 1500, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
   int batch = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
-  double lr = 3e-4;
+  double lr = 3e-4, dropout = 0;
   std::string schedule = "cosine";
   uint64_t seed = 1337;
   bool overwrite = false;
@@ -126,6 +126,15 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     fixed("--d-model", a.d_model, mc.d_model);
     fixed("--heads", a.heads, mc.n_heads);
     fixed("--ctx", a.ctx, mc.ctx);
+    // Built into the training program, and part of what makes a resumed run the same run.
+    auto format_number = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", v);
+      return std::string(buf);
+    };
+    check(!given("--dropout") || a.dropout == tc.dropout,
+          "--dropout " + format_number(a.dropout) + " differs from the checkpoint's " + format_number(tc.dropout) +
+              ": it cannot change when resuming");
     if (given("--preset")) {
       ModelConfig p = find_preset(a.preset).model;
       if (a.layers) p.n_layers = a.layers;
@@ -167,6 +176,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     tc.schedule = a.schedule;
     tc.warmup = a.warmup;
     tc.seed = a.seed;
+    tc.dropout = a.dropout;
     tc.eval_every = a.eval_every;
     tc.sample_every = a.sample_every;
     tc.data_path = fs::absolute(a.data.empty() ? find_tinyshakespeare() : a.data).string();
@@ -298,7 +308,10 @@ void add_train(CLI::App& app) {
       ->check(CLI::IsMember({"cosine", "constant"}))
       ->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "Warm-up steps (default: min(100, steps/10))")->check(at_least(0));
-  cmd->add_option("--seed", a->seed, "Seed for the weights and the batches")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed for the weights, the batches and the dropout masks")->capture_default_str();
+  cmd->add_option("--dropout", a->dropout, "Dropout rate (docs/model.md, \"Dropout\"; 0 = none)")
+      ->capture_default_str()
+      ->check(dropout_rate());
   cmd->add_option("--eval-every", a->eval_every, "Validation loss and checkpoint every N steps")->capture_default_str();
   cmd->add_option("--sample-every", a->sample_every, "Print a text sample every N steps (0 = never)")
       ->capture_default_str();

@@ -19,6 +19,7 @@ std::vector<int> differentiable_inputs(OpKind kind) {
     case OpKind::attention:
       return {0, 1, 2};
     case OpKind::gelu:
+    case OpKind::dropout:
     case OpKind::cross_entropy:
       return {0};
     case OpKind::add:
@@ -100,9 +101,17 @@ void append_backward(Program& p, int loss_id) {
       case OpKind::linear:
         emit(OpKind::linear_backward, {dy, in(op, 0), in(op, 1)}, {in(op, 0), in(op, 1), in(op, 2)});
         break;
-      case OpKind::attention:
-        emit(OpKind::attention_backward, {dy, in(op, 0), in(op, 1), in(op, 2), out, op.outputs[1]},
-             {in(op, 0), in(op, 1), in(op, 2)}, {{"heads", op.attr("heads")}});
+      case OpKind::attention: {
+        // With dropout (input 3, the seed) the backward regenerates the forward's mask: same
+        // seed input, same attributes.
+        std::vector<int> inputs = {dy, in(op, 0), in(op, 1), in(op, 2), out, op.outputs[1]};
+        std::map<std::string, double> attrs = op.attrs;
+        if (in(op, 3) != kNoTensor) inputs.push_back(in(op, 3));
+        emit(OpKind::attention_backward, inputs, {in(op, 0), in(op, 1), in(op, 2)}, attrs);
+        break;
+      }
+      case OpKind::dropout:
+        emit(OpKind::dropout_backward, {dy, in(op, 1)}, {in(op, 0)}, op.attrs);
         break;
       case OpKind::gelu:
         emit(OpKind::gelu_backward, {dy, in(op, 0)}, {in(op, 0)});

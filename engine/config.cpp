@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "engine/dropout.h"
 #include "engine/error.h"
 
 namespace ptl {
@@ -89,6 +90,7 @@ void TrainConfig::validate() const {
   check(std::isfinite(lr) && lr > 0, "learning rate must be a positive number");
   check(schedule == "cosine" || schedule == "constant", "unknown schedule '" + schedule + "' (cosine or constant)");
   check(grad_clip > 0, "grad_clip must be positive");
+  dropout::check_rate(dropout, "dropout");
   check(eval_every >= 0 && sample_every >= 0, "eval_every and sample_every must not be negative");
   check(eval_batches >= 1, "eval_batches must be at least 1");
 }
@@ -105,6 +107,7 @@ nlohmann::json TrainConfig::to_json() const {
           {"eps", eps},
           {"weight_decay", weight_decay},
           {"grad_clip", grad_clip},
+          {"dropout", dropout},
           {"seed", seed},
           {"eval_every", eval_every},
           {"eval_batches", eval_batches},
@@ -131,6 +134,7 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
     opt("eps", c.eps);
     opt("weight_decay", c.weight_decay);
     opt("grad_clip", c.grad_clip);
+    opt("dropout", c.dropout);  // absent in older files: no dropout
     opt("seed", c.seed);
     opt("eval_every", c.eval_every);
     opt("eval_batches", c.eval_batches);

@@ -40,6 +40,7 @@ struct TrainConfig {
   double min_lr_frac = 0.1;         // cosine decays to this fraction of the peak
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
   double grad_clip = 1.0;
+  double dropout = 0.0;  // rate of the model's dropout sites in training (docs/model.md), [0, 1)
   uint64_t seed = 1337;
   int64_t eval_every = 100;    // validation every N steps (0 = only at the end)
   int eval_batches = 8;        // windows of the validation split: eval_batches * batch

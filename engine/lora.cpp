@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "engine/dropout.h"
 #include "engine/error.h"
 
 namespace ptl {
@@ -69,6 +70,7 @@ void validate_lora(const LoraConfig& lora) {
   check(lora.rank >= 1, "LoRA rank must be at least 1, got " + std::to_string(lora.rank));
   check(std::isfinite(lora.alpha) && lora.alpha != 0.0, "LoRA alpha must be a non-zero number");
   check(std::isfinite(lora.weight_decay) && lora.weight_decay >= 0.0, "LoRA weight decay must not be negative");
+  dropout::check_rate(lora.dropout, "LoRA dropout");
   check(!lora.targets.empty(), "no LoRA targets given (choose from q, k, v, o, fc_in, fc_out)");
   for (const auto& t : lora.targets)
     check(std::find(kTargets.begin(), kTargets.end(), t) != kTargets.end(),
@@ -79,7 +81,11 @@ nlohmann::json lora_to_json(const LoraConfig& lora) {
   nlohmann::json targets = nlohmann::json::array();
   for (const auto& t : kTargets)
     if (lora.targets.count(t)) targets.push_back(t);
-  return {{"rank", lora.rank}, {"alpha", lora.alpha}, {"targets", targets}, {"weight_decay", lora.weight_decay}};
+  return {{"rank", lora.rank},
+          {"alpha", lora.alpha},
+          {"targets", targets},
+          {"weight_decay", lora.weight_decay},
+          {"dropout", lora.dropout}};
 }
 
 LoraConfig lora_from_json(const nlohmann::json& j) {
@@ -91,6 +97,7 @@ LoraConfig lora_from_json(const nlohmann::json& j) {
     c.targets.clear();
     for (const auto& t : j.at("targets")) c.targets.insert(t.get<std::string>());
     c.weight_decay = j.value("weight_decay", 0.0);
+    c.dropout = j.value("dropout", 0.0);  // absent in older adapters: no dropout
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("LoRA config: ") + e.what());
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/autodiff.h"
+#include "engine/dropout.h"
 #include "engine/error.h"
 #include "engine/rng.h"
 
@@ -28,6 +29,21 @@ struct Builder {
   const BuildOptions& opt;
   bool decode = false;  // generation: one token, attention through the KV cache
   int pos0 = kNoTensor;
+  // Dropout rates in effect (0 outside train programs) and the seed input, made on first use.
+  double drop = 0.0, lora_drop = 0.0;
+  int seed = kNoTensor;
+
+  int dropout_seed() {
+    if (seed == kNoTensor) seed = input("dropout.seed", {2}, DType::i32);
+    return seed;
+  }
+  // y = x * scale where kept, 0 elsewhere; the stream name is also the output's name.
+  int dropout(int x, double rate, const std::string& stream) {
+    if (rate <= 0.0) return x;
+    int y = act(stream, p.tensor(x).shape);
+    p.add_op(OpKind::dropout, {x, dropout_seed()}, {y}, dropout::attrs(rate, stream));
+    return y;
+  }
 
   int param(const std::string& name) { return p.id(name); }
   int act(const std::string& name, std::vector<int64_t> shape) {
@@ -48,7 +64,9 @@ struct Builder {
     auto h_shape = shape;
     h_shape.back() = lora.rank;
     int h = act(prefix + ".lora_h", h_shape);
-    p.add_op(OpKind::linear, {x, param(prefix + ".lora_A"), kNoTensor}, {h});
+    // The adapter sees a dropped x; the base path above the undropped one.
+    const int xa = dropout(x, lora_drop, prefix + ".lora_drop");
+    p.add_op(OpKind::linear, {xa, param(prefix + ".lora_A"), kNoTensor}, {h});
     int z = act(prefix + ".lora_z", shape);
     p.add_op(OpKind::linear, {h, param(prefix + ".lora_B"), kNoTensor}, {z});
     int sum = act(prefix + ".lora_out", shape);
@@ -89,21 +107,28 @@ struct Builder {
       p.add_op(OpKind::attention_cached, {q, kc, vc, pos0}, {y}, {{"heads", cfg.n_heads}});
     } else {
       int lse = act(pre + "lse", {shape[0], cfg.n_heads, shape[1]});
-      p.add_op(OpKind::attention, {q, k, v}, {y, lse}, {{"heads", cfg.n_heads}});
+      if (drop > 0.0) {
+        // Dropout on the probabilities, inside the fused op (its backward regenerates the mask).
+        auto attrs = dropout::attrs(drop, pre + "probs.drop");
+        attrs["heads"] = cfg.n_heads;
+        p.add_op(OpKind::attention, {q, k, v, dropout_seed()}, {y, lse}, attrs);
+      } else {
+        p.add_op(OpKind::attention, {q, k, v}, {y, lse}, {{"heads", cfg.n_heads}});
+      }
       if (opt.attention_probs) {
         // The same q and k (LoRA included) as the attention op: the maps are what it applied.
         int probs = act(pre + "probs", {shape[0], cfg.n_heads, shape[1], shape[1]});
         p.add_op(OpKind::attention_probs, {q, k}, {probs}, {{"heads", cfg.n_heads}});
       }
     }
-    return linear(y, pre + "o_proj", C);
+    return dropout(linear(y, pre + "o_proj", C), drop, pre + "drop");
   }
 
   int mlp(int x, const std::string& pre) {
     int u = linear(x, pre + "fc_in", 4 * int64_t(cfg.d_model));
     int g = act(pre + "gelu", p.tensor(u).shape);
     p.add_op(OpKind::gelu, {u}, {g});
-    return linear(g, pre + "fc_out", cfg.d_model);
+    return dropout(linear(g, pre + "fc_out", cfg.d_model), drop, pre + "drop");
   }
 
   // Pre-LayerNorm transformer block: x + attn(ln1(x)), then + mlp(ln2(x)).
@@ -180,6 +205,10 @@ void init_parameter(const ModelConfig& cfg, const TensorInfo& t, uint64_t seed, 
 
 int build_forward(Program& p, const ModelConfig& cfg, const BuildOptions& opt) {
   Builder b{p, cfg, opt};
+  if (p.name == "train") {  // dropout regularises training; every other program is deterministic
+    b.drop = opt.dropout;
+    b.lora_drop = opt.lora.enabled() ? opt.lora.dropout : 0.0;
+  }
   const int64_t B = opt.batch, T = opt.seq ? opt.seq : cfg.ctx, V = cfg.vocab_size, C = cfg.d_model;
   check(B >= 1, "batch must be at least 1");
   check(T >= 1 && T <= cfg.ctx,
@@ -194,6 +223,7 @@ int build_forward(Program& p, const ModelConfig& cfg, const BuildOptions& opt) {
   const int tok_emb = b.param("tok_emb.weight");
   int x = b.act("emb.out", {B, T, C});
   p.add_op(OpKind::embedding, {tokens, tok_emb, b.param("pos_emb.weight"), b.pos0}, {x});
+  x = b.dropout(x, b.drop, "emb.drop");
   for (int i = 0; i < cfg.n_layers; ++i) x = b.block(x, i);
   x = b.layernorm(x, "ln_f");
   // Weight tying: the output projection is the token embedding, transposed.
@@ -231,7 +261,9 @@ Program build_eval_program(const ModelConfig& cfg, const BuildOptions& opt) {
 Program build_train_program(const ModelConfig& cfg, const BuildOptions& opt, const TrainConfig& tc) {
   Program p;
   p.name = "train";
-  int loss = add_loss(p, opt, build_forward(p, cfg, opt));
+  BuildOptions with_dropout = opt;
+  with_dropout.dropout = tc.dropout;
+  int loss = add_loss(p, opt, build_forward(p, cfg, with_dropout));
   append_backward(p, loss);
 
   // Global gradient-norm clipping and AdamW, one update op per trainable parameter.

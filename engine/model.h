@@ -17,6 +17,8 @@ struct LoraConfig {
   double alpha = 8.0;
   std::set<std::string> targets = {"q", "v"};  // any of q, k, v, o, fc_in, fc_out
   double weight_decay = 0.0;
+  // Dropout on the adapter's input (as PEFT): (alpha / r) B (A dropout(x)), training only.
+  double dropout = 0.0;
   bool enabled() const { return rank > 0; }
 };
 
@@ -28,6 +30,11 @@ struct BuildOptions {
   // Inspection: next to each layer's attention, an attention_probs op over the same q and k
   // writes the probabilities it applies, "blocks.{i}.attn.probs" [B, H, T, T].
   bool attention_probs = false;
+  // Dropout rate of the model's sites (docs/model.md, "Dropout"). Train programs only (the
+  // builder ignores it in every other program); build_train_program sets it from
+  // TrainConfig::dropout. With it or the LoRA dropout above 0 a train program has the input
+  // "dropout.seed" i32[2] = {key, step}.
+  double dropout = 0.0;
 };
 
 // The parameters of a model (base plus adapters), in a fixed order, with their shapes.
@@ -45,7 +52,9 @@ int build_forward(Program&, const ModelConfig&, const BuildOptions&);
 Program build_forward_program(const ModelConfig&, const BuildOptions&);  // logits only
 Program build_eval_program(const ModelConfig&, const BuildOptions&);     // logits + loss
 // Forward + loss + backward + gradient norm + AdamW. Inputs: "tokens", "targets", ["loss_mask"],
-// "optim.hparams" f32[2] = {learning rate, 1-based step}. Outputs: "loss", "grad_norm".
+// "optim.hparams" f32[2] = {learning rate, 1-based step}, and with dropout (tc.dropout or the
+// LoRA dropout above 0) "dropout.seed" i32[2] = {dropout::key_of(seed), 1-based step}.
+// Outputs: "loss", "grad_norm".
 Program build_train_program(const ModelConfig&, const BuildOptions&, const TrainConfig&);
 // One token at a time with a KV cache ("cache.k.{i}", "cache.v.{i}" [ctx, d], kind state).
 // Inputs: "tokens" i32[1, 1], "pos0" i32[1] (the token's position). Output: "logits" [1, V].

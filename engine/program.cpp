@@ -21,6 +21,8 @@ constexpr const char* kOpNames[] = {
     "gelu_backward",
     "add",
     "add_backward",
+    "dropout",
+    "dropout_backward",
     "cross_entropy",
     "cross_entropy_backward",
     "grad_norm",

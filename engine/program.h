@@ -54,8 +54,8 @@ enum class OpKind {
   layernorm_backward,      // in: dy, x, w, mean, rstd                out: dx, dw, db
   linear,                  // in: x[M,K], W[N,K] [, b[N]]             out: y[M,N] = x W^T + b
   linear_backward,         // in: dy, x, W                            out: dx, dW, db (any may be absent)
-  attention,               // in: q, k, v [B,T,C]                     out: y, lse [B,H,T]   (causal)
-  attention_backward,      // in: dy, q, k, v, y, lse                 out: dq, dk, dv
+  attention,               // in: q, k, v [B,T,C] [, dropout.seed]    out: y, lse [B,H,T]   (causal)
+  attention_backward,      // in: dy, q, k, v, y, lse [, dropout.seed] out: dq, dk, dv
   kv_cache_write,          // in: k, v [n,C], pos0                    out: k_cache, v_cache [ctx,C] (in place)
   attention_cached,        // in: q [n,C], k_cache, v_cache, pos0     out: y [n,C]
   attention_probs,         // in: q, k [B,T,C]                        out: probs [B,H,T,T] (causal softmax; inspection)
@@ -63,6 +63,8 @@ enum class OpKind {
   gelu_backward,           // in: dy, x                               out: dx
   add,                     // in: a, b                                out: y = a + alpha * b
   add_backward,            // in: dy                                  out: da = dy, db = alpha * dy
+  dropout,                 // in: x, dropout.seed                     out: y (kept * scale, else 0)
+  dropout_backward,        // in: dy, dropout.seed                    out: dx (the same mask)
   cross_entropy,           // in: logits[M,V], targets [, mask]       out: loss[1], lse[M]
   cross_entropy_backward,  // in: logits, targets, lse [, mask]       out: dlogits
   grad_norm,               // in: every gradient                      out: norm[1]

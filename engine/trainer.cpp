@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/dropout.h"
 #include "engine/error.h"
 
 namespace ptl {
@@ -193,6 +194,12 @@ StepResult Trainer::train_step(const Batch& batch) {
   const double lr = train_.lr_at(state_.step);
   const float hp[2] = {float(lr), float(state_.step + 1)};
   ex.write("optim.hparams", hp, sizeof hp);
+  if (ex.program().find("dropout.seed") >= 0) {
+    // The masks of this step: a function of the run's seed and the step alone, so a resumed run
+    // draws the ones the uninterrupted run would have.
+    const uint32_t seed[2] = {dropout::key_of(train_.seed), uint32_t(state_.step + 1)};
+    ex.write("dropout.seed", seed, sizeof seed);
+  }
   ex.run();
   StepResult r;
   r.loss = ex.read_f32("loss");

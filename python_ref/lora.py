@@ -23,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checkpoint import load_checkpoint, save_checkpoint
+from .dropout import drop
 
 ADAPTER_FORMAT = "tinygpt-lora"
 ADAPTER_VERSION = "1"
@@ -40,13 +41,15 @@ _MODULES = {
 class LoRALinear(nn.Linear):
     """nn.Linear plus a low-rank update: x W^T + b + (alpha / r) (x A^T) B^T."""
 
-    def __init__(self, base: nn.Linear, rank: int, alpha: float):
+    def __init__(self, base: nn.Linear, rank: int, alpha: float, dropout=0.0, name="", ctx=None):
         super().__init__(base.in_features, base.out_features, bias=base.bias is not None)
         if rank < 1 or rank > min(base.in_features, base.out_features):
             raise ValueError(f"LoRA rank {rank} does not fit a layer [{base.out_features}, {base.in_features}]")
         self.weight = base.weight  # the same Parameter objects: the base stays shared
         self.bias = base.bias
         self.rank, self.alpha = rank, float(alpha)
+        # Dropout on the adapter's input only (as PEFT): stream "<name>.lora_drop".
+        self.lora_dropout, self.drop_name, self.drop_ctx = dropout, name + ".lora_drop", ctx
         self.lora_A = nn.Parameter(torch.empty(rank, base.in_features))
         self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
@@ -56,7 +59,8 @@ class LoRALinear(nn.Linear):
         return self.alpha / self.rank
 
     def forward(self, x):
-        return F.linear(x, self.weight, self.bias) + self.scale * F.linear(F.linear(x, self.lora_A), self.lora_B)
+        xa = drop(x, self.lora_dropout, self.drop_name, self.drop_ctx, self.training)
+        return F.linear(x, self.weight, self.bias) + self.scale * F.linear(F.linear(xa, self.lora_A), self.lora_B)
 
     def delta_weight(self):
         return self.scale * (self.lora_B @ self.lora_A)
@@ -70,9 +74,12 @@ def _parent_and_name(model, path):
     return m, name
 
 
-def apply_lora(model, rank=4, alpha=8.0, targets=("q", "v")):
-    """Replace the target projections of every block by LoRALinear and freeze everything else.
-    Returns the list of adapter parameters (the only ones with requires_grad)."""
+def apply_lora(model, rank=4, alpha=8.0, targets=("q", "v"), dropout=0.0):
+    """Replace the target projections of every block by LoRALinear and freeze everything else;
+    `dropout` is the rate on the adapters' input in training (off in eval mode and without a
+    dropout_seed). Returns the list of adapter parameters (the only ones with requires_grad)."""
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"LoRA dropout must be at least 0 and below 1, got {dropout}")
     unknown = set(targets) - set(TARGETS)
     if unknown:
         raise ValueError(f"unknown LoRA targets {sorted(unknown)} (choose from {', '.join(TARGETS)})")
@@ -83,8 +90,14 @@ def apply_lora(model, rank=4, alpha=8.0, targets=("q", "v")):
             if t not in targets:
                 continue
             parent, name = _parent_and_name(block, _MODULES[t])
-            setattr(parent, name, LoRALinear(getattr(parent, name), rank, alpha))
-    model.lora_config = {"rank": rank, "alpha": float(alpha), "targets": [t for t in TARGETS if t in targets]}
+            prefix = f"blocks.{i}.{_MODULES[t]}"
+            setattr(parent, name, LoRALinear(getattr(parent, name), rank, alpha, dropout, prefix, model.drop_ctx))
+    model.lora_config = {
+        "rank": rank,
+        "alpha": float(alpha),
+        "targets": [t for t in TARGETS if t in targets],
+        "dropout": float(dropout),
+    }
     return lora_parameters(model)
 
 
@@ -131,7 +144,7 @@ def load_adapter(model, path, base_path=None):
     if base_path is not None and sha256_file(base_path) != meta["base_sha256"]:
         raise ValueError(f"{path}: the adapter was trained on a different base checkpoint")
     lc = json.loads(meta["lora_config"])
-    apply_lora(model, lc["rank"], lc["alpha"], lc["targets"])
+    apply_lora(model, lc["rank"], lc["alpha"], lc["targets"], lc.get("dropout", 0.0))
     missing = model.load_state_dict(state, strict=False)
     if missing.unexpected_keys:
         raise ValueError(f"{path}: unexpected tensors {missing.unexpected_keys}")

@@ -1,8 +1,13 @@
 """TinyGPT in PyTorch: the numerical oracle for the C++ engine.
 
 Exactly the model of docs/model.md: GPT-2 style, pre-LayerNorm, learned absolute
-positions, weight-tied output, exact (erf) GELU, no dropout. The state_dict names are the
-names on disk, so a checkpoint written by the engine loads with load_state_dict directly.
+positions, weight-tied output, exact (erf) GELU. The state_dict names are the names on disk, so
+a checkpoint written by the engine loads with load_state_dict directly.
+
+Dropout (TinyGPT(cfg, dropout=p), off by default) is the spec's: the same sites and the same
+counter-based masks as the engine (python_ref/dropout.py), so a training step with dropout
+matches the engine's. It applies only in training mode and only to a forward given the step's
+dropout_seed = (key, step); evaluation and generation never drop.
 """
 
 import json
@@ -14,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checkpoint import load_checkpoint, model_weights, parse_json_field
+from .dropout import DropoutContext, drop
 
 
 @dataclass
@@ -62,10 +68,11 @@ def param_count(cfg):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=0, dropout=0.0, ctx=None):
         super().__init__()
         assert cfg.d_model % cfg.n_heads == 0
         self.n_heads = cfg.n_heads
+        self.layer, self.dropout, self.drop_ctx = layer, dropout, ctx
         self.q_proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.k_proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.v_proj = nn.Linear(cfg.d_model, cfg.d_model)
@@ -83,29 +90,33 @@ class CausalSelfAttention(nn.Module):
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # key j <= query i
         att = att.masked_fill(~causal, float("-inf"))
         att = F.softmax(att.float(), dim=-1)
+        # Dropout on the probabilities, element ((b*H + h)*T + i)*T + j of [B, heads, T, T].
+        att = drop(att, self.dropout, f"blocks.{self.layer}.attn.probs.drop", self.drop_ctx, self.training)
         y = att @ v  # [B, heads, T, hs]
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
-        return self.o_proj(y)
+        return drop(self.o_proj(y), self.dropout, f"blocks.{self.layer}.attn.drop", self.drop_ctx, self.training)
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=0, dropout=0.0, ctx=None):
         super().__init__()
+        self.layer, self.dropout, self.drop_ctx = layer, dropout, ctx
         self.fc_in = nn.Linear(cfg.d_model, 4 * cfg.d_model)
         self.gelu = nn.GELU()  # exact: 0.5 x (1 + erf(x / sqrt 2))
         self.fc_out = nn.Linear(4 * cfg.d_model, cfg.d_model)
 
     def forward(self, x):
-        return self.fc_out(self.gelu(self.fc_in(x)))
+        y = self.fc_out(self.gelu(self.fc_in(x)))
+        return drop(y, self.dropout, f"blocks.{self.layer}.mlp.drop", self.drop_ctx, self.training)
 
 
 class Block(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=0, dropout=0.0, ctx=None):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model, eps=1e-5)
-        self.attn = CausalSelfAttention(cfg)
+        self.attn = CausalSelfAttention(cfg, layer, dropout, ctx)
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=1e-5)
-        self.mlp = MLP(cfg)
+        self.mlp = MLP(cfg, layer, dropout, ctx)
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
@@ -114,12 +125,17 @@ class Block(nn.Module):
 
 
 class TinyGPT(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, dropout=0.0):
         super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be at least 0 and below 1, got {dropout}")
         self.config = cfg
+        self.dropout = dropout
+        # The (key, step) of the forward being run, read by every dropout site (LoRA's too).
+        self.drop_ctx = DropoutContext()
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.ctx, cfg.d_model)
-        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
+        self.blocks = nn.ModuleList([Block(cfg, i, dropout, self.drop_ctx) for i in range(cfg.n_layers)])
         self.ln_f = nn.LayerNorm(cfg.d_model, eps=1e-5)
         self.reset_parameters()
 
@@ -142,15 +158,20 @@ class TinyGPT(nn.Module):
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx, targets=None, mask=None):
-        """idx, targets: [B, T] int64 byte tokens; mask: optional [B, T] weights (SFT).
-        Returns (logits [B, T, V], loss or None)."""
+    def forward(self, idx, targets=None, mask=None, dropout_seed=None):
+        """idx, targets: [B, T] int64 byte tokens; mask: optional [B, T] weights (SFT);
+        dropout_seed: (key, step) of a training step (python_ref.dropout.key_of(seed), the 1-based
+        step), which turns dropout on in training mode. Returns (logits [B, T, V], loss or None)."""
         B, T = idx.shape
         assert T <= self.config.ctx, f"sequence length {T} exceeds the context {self.config.ctx}"
-        pos = torch.arange(T, device=idx.device)
-        x = self.tok_emb(idx) + self.pos_emb(pos)
-        for block in self.blocks:
-            x = block(x)
+        self.drop_ctx.seed = dropout_seed
+        try:
+            pos = torch.arange(T, device=idx.device)
+            x = drop(self.tok_emb(idx) + self.pos_emb(pos), self.dropout, "emb.drop", self.drop_ctx, self.training)
+            for block in self.blocks:
+                x = block(x)
+        finally:
+            self.drop_ctx.seed = None
         x = self.ln_f(x)
         logits = x @ self.tok_emb.weight.t()  # weight tying: no separate head
 
@@ -167,8 +188,9 @@ class TinyGPT(nn.Module):
     # -- checkpoints ---------------------------------------------------------------------------
 
     @classmethod
-    def from_checkpoint(cls, path, return_metadata=False):
-        """Build the model a checkpoint describes and load its weights (optimizer state ignored)."""
+    def from_checkpoint(cls, path, return_metadata=False, dropout=0.0):
+        """Build the model a checkpoint describes and load its weights (optimizer state ignored);
+        `dropout` is the rate of the training to come (the checkpoint's train config records a run's)."""
         state, meta = load_checkpoint(path)
         if meta.get("format", "tinygpt") != "tinygpt" or meta.get("format_version", "1") != "1":
             raise ValueError(
@@ -182,7 +204,7 @@ class TinyGPT(nn.Module):
         if tok.get("type") != "byte":
             raise ValueError(f"{path}: tokenizer {tok} is not supported by python_ref (byte only)")
         cfg = GPTConfig(**{k: int(mc[k]) for k in ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")})
-        model = cls(cfg)
+        model = cls(cfg, dropout)
         model.load_state_dict(model_weights(state), strict=True)
         return (model, meta) if return_metadata else model
 

@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from . import optim as opt
 from .checkpoint import join_state, load_checkpoint, make_metadata, parse_json_field, save_checkpoint, split_state
+from .dropout import key_of
 from .model import TinyGPT, preset_config
 
 
@@ -107,6 +108,9 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float, default=None, help=f"default {opt.WEIGHT_DECAY}")
     ap.add_argument("--grad-clip", type=float, default=None, help=f"default {opt.GRAD_CLIP}")
     ap.add_argument("--seed", type=int, default=None, help="default 1337")
+    ap.add_argument(
+        "--dropout", type=float, default=None, help="dropout rate in [0, 1) (docs/model.md, Dropout; default 0)"
+    )
     ap.add_argument("--eval-every", type=int, default=100, help="0 = only at the end")
     ap.add_argument("--eval-batches", type=int, default=8)
     ap.add_argument("--save-every", type=int, default=0, help="also write the checkpoint every N steps")
@@ -122,6 +126,7 @@ def main(argv=None):
         "weight_decay": opt.WEIGHT_DECAY,
         "grad_clip": opt.GRAD_CLIP,
         "seed": 1337,
+        "dropout": 0.0,
     }
     run_config = {}
     if args.resume:  # the run's own settings, where this command does not change them
@@ -139,6 +144,7 @@ def main(argv=None):
         ("--eval-every", args.eval_every >= 0),
         ("--save-every", args.save_every >= 0),
         ("--grad-clip", args.grad_clip > 0),
+        ("--dropout", 0.0 <= args.dropout < 1.0),
     ]
     need = {
         "--steps": "at least 1",
@@ -148,6 +154,7 @@ def main(argv=None):
         "--grad-clip": "positive",
         "--eval-every": "at least 0",
         "--save-every": "at least 0",
+        "--dropout": "at least 0 and below 1",
     }
     for name, ok in check:
         if not ok:
@@ -166,10 +173,10 @@ def main(argv=None):
     start_step, history, m, v, tokens_seen, elapsed = 0, [], {}, {}, 0, 0.0
     if args.preset:
         cfg, preset_batch = preset_config(args.preset)
-        model = TinyGPT(cfg)  # spec initialisation, same on every rank (same seed)
+        model = TinyGPT(cfg, dropout=args.dropout)  # spec initialisation, same on every rank (same seed)
     else:
         state, meta = load_checkpoint(args.init)
-        model = TinyGPT.from_checkpoint(args.init)
+        model = TinyGPT.from_checkpoint(args.init, dropout=args.dropout)
         cfg, preset_batch = model.config, None
         if args.resume:
             _, m, v = split_state(state)
@@ -218,6 +225,7 @@ def main(argv=None):
         "eps": opt.EPS,
         "weight_decay": args.weight_decay,
         "grad_clip": args.grad_clip,
+        "dropout": args.dropout,
         "seed": args.seed,
         "eval_every": args.eval_every,
         "eval_batches": args.eval_batches,
@@ -258,13 +266,15 @@ def main(argv=None):
             f"steps {start_step}..{args.steps}, device {device}"
         )
 
+    dropout_key = key_of(args.seed)
     model.train()
     for step in range(start_step, args.steps):
         lr = opt.lr_at(step, args.steps, args.lr, args.schedule, args.warmup, args.min_lr_frac)
         opt.set_lr(optimizer, lr)
 
         x, y = get_batch(train_data, batch, cfg.ctx, gen)
-        _, loss = ddp_model(x.to(device), y.to(device))
+        # The engine's masks for this step (every rank draws the same ones, on its own batch).
+        _, loss = ddp_model(x.to(device), y.to(device), dropout_seed=(dropout_key, step + 1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # DDP averages the gradients across ranks here
         grad_norm = opt.clip_gradients(model, args.grad_clip)

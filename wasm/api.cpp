@@ -20,7 +20,8 @@
 //   "sample", "save", "last"}; the caller acts on them (ptl_validation_loss records the
 //   validation in the history; ptl_generate; ptl_export_checkpoint).
 // - On another executor (WebGPU): ptl_next_batch gives the step's batch (the learning rate is
-//   ptl_lr_at(h, step - 1)); ptl_events_after(h, step) says what follows that step before its loss
+//   ptl_lr_at(h, step - 1); with dropout, the program's "dropout.seed" is {ptl_dropout_key(h),
+//   step}); ptl_events_after(h, step) says what follows that step before its loss
 //   is known; when the loss arrives, ptl_record_step(h, {"step", "loss", "grad_norm",
 //   "seconds"}) records it (history, elapsed time, divergence). Before the engine reads the
 //   weights (validation, samples, saving), the executor writes them back tensor by tensor:
@@ -45,6 +46,7 @@
 #include <vector>
 
 #include "engine/backends/cpu/thread_pool.h"
+#include "engine/dropout.h"
 #include "engine/error.h"
 #include "engine/program_run.h"
 #include "engine/trainer.h"
@@ -751,6 +753,15 @@ EMSCRIPTEN_KEEPALIVE double ptl_lr_at(int h, double step) {
       double(NAN));
 }
 
+// The key of the training program's "dropout.seed" input {key, step} (docs/model.md, "Dropout"):
+// dropout::key_of(the train config's u64 seed), a u32 (a double holds it exactly; JavaScript
+// numbers cannot hold every u64 seed). A step's input is {this key, step} with step its 1-based
+// number, optim.hparams[1]. The program has that input only when dropout is on (the train
+// config's "dropout" or the LoRA config's above 0). NaN on error.
+EMSCRIPTEN_KEEPALIVE double ptl_dropout_key(int h) {
+  return guarded([&] { return double(ptl::dropout::key_of(session(h).trainer->train_config().seed)); }, double(NAN));
+}
+
 // --- Inspection ---
 
 // What the model computes on a prompt (Trainer::inspect): its last ctx bytes (a newline if
@@ -801,15 +812,24 @@ EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_run_program(const char* program_json, co
 
 // Starts fine-tuning the current weights: a fresh step count, schedule and optimizer moments, as
 // `ptl lora train` / `ptl sft` do. {"steps", "lr", "schedule", "batch", "seed", "warmup",
-// "lora": {"rank", "alpha", "targets": [...]} | null}; with "lora" the base is frozen and only
-// the adapters train. Every field is optional except "steps".
+// "dropout", "lora": {"rank", "alpha", "targets": [...], "dropout"} | null}; with "lora" the base
+// is frozen and only the adapters train. "dropout" is the model's rate for this run (default 0,
+// not the base run's); the LoRA config's, the adapters' input's. Every field is optional except
+// "steps".
 EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
   return guarded(
       [&] {
         Session& s = session(h);
         json j = json::parse(config_json ? config_json : "{}");
         only_keys(j,
-                  json{{"steps", 0}, {"lr", 0}, {"schedule", 0}, {"batch", 0}, {"seed", 0}, {"warmup", 0}, {"lora", 0}},
+                  json{{"steps", 0},
+                       {"lr", 0},
+                       {"schedule", 0},
+                       {"batch", 0},
+                       {"seed", 0},
+                       {"warmup", 0},
+                       {"dropout", 0},
+                       {"lora", 0}},
                   "fine-tune config");
         ptl::check(j.contains("steps"), "fine-tune config: give \"steps\"");
         ptl::TrainConfig tc = s.trainer->train_config();  // the base run's optimizer settings, then ours
@@ -819,6 +839,7 @@ EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
         if (j.contains("batch")) tc.batch = j.at("batch").get<int>();
         if (j.contains("seed")) tc.seed = j.at("seed").get<uint64_t>();
         tc.warmup = j.value("warmup", int64_t(0));
+        tc.dropout = j.value("dropout", 0.0);
         tc.sample_every = 0;
         tc.validate();
         s.gen.reset();

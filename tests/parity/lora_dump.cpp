@@ -3,7 +3,8 @@
 // norms), the adapter gradients of the first and the last step, and the final adapter.
 //
 //   ptl_lora_dump --preset tiny --data FILE(.jsonl = SFT, masked | text) --steps 50 --out DIR
-//                 [--seed S] [--rank R] [--alpha A] [--targets q,v] [--lr X]
+//                 [--seed S] [--rank R] [--alpha A] [--targets q,v] [--lr X] [--dropout P]
+// --dropout is the adapters' (LoRA) dropout; step s (0-based) draws the masks of {key_of(seed), s + 1}.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   int64_t steps = 50;
   uint64_t seed = 1234;
   int rank = 4;
-  double alpha = 8.0, lr = 1e-2;
+  double alpha = 8.0, lr = 1e-2, dropout = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--preset")
@@ -40,6 +41,8 @@ int main(int argc, char** argv) {
       targets = v;
     else if (k == "--lr")
       lr = std::stod(v);
+    else if (k == "--dropout")
+      dropout = std::stod(v);
     else {
       std::cerr << "unknown option " << k << "\n";
       return 2;
@@ -47,7 +50,7 @@ int main(int argc, char** argv) {
   }
   if (data.empty() || out.empty()) {
     std::cerr << "usage: ptl_lora_dump --preset NAME --steps N --data FILE --out DIR [--seed S] [--rank R] [--alpha A] "
-                 "[--targets LIST] [--lr X]\n";
+                 "[--targets LIST] [--lr X] [--dropout P]\n";
     return 2;
   }
   try {
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
     lora.rank = rank;
     lora.alpha = alpha;
     lora.targets = parse_lora_targets(targets);
+    lora.dropout = dropout;
     trainer->enable_lora(lora, seed);
     write_file_atomic(out + "/adapter_init.tinygpt-lora", trainer->save_adapter());
 

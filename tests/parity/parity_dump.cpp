@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   std::string preset = "tiny", data, out;
   int64_t steps = 50;
   uint64_t seed = 1234;
+  double dropout = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--preset")
@@ -28,13 +29,15 @@ int main(int argc, char** argv) {
       out = v;
     else if (k == "--seed")
       seed = std::stoull(v);
+    else if (k == "--dropout")
+      dropout = std::stod(v);
     else {
       std::cerr << "unknown option " << k << "\n";
       return 2;
     }
   }
   if (data.empty() || out.empty()) {
-    std::cerr << "usage: ptl_parity_dump --preset NAME --steps N --data FILE --out DIR [--seed S]\n";
+    std::cerr << "usage: ptl_parity_dump --preset NAME --steps N --data FILE --out DIR [--seed S] [--dropout P]\n";
     return 2;
   }
   try {
@@ -45,7 +48,8 @@ int main(int argc, char** argv) {
     tc.batch = p.batch;
     tc.steps = steps;
     tc.seed = seed;
-    tc.lr = 1e-3;  // larger than the default so 50 steps move the weights visibly
+    tc.lr = 1e-3;          // larger than the default so 50 steps move the weights visibly
+    tc.dropout = dropout;  // step s (0-based) draws the masks of {key_of(seed), s + 1}
     Trainer trainer(p.model, tc);
     trainer.set_corpus(read_text_file(data), data);
     write_file_atomic(out + "/init.tinygpt", trainer.save_checkpoint(false));

@@ -217,6 +217,17 @@ void Executor::run_op(const Op& op) {
   auto acc = [&](size_t k) { return op.accumulates(k); };
   // The start position of a generation step (0 for whole sequences).
   auto pos0_at = [&](size_t k) -> int64_t { return in_i(k) ? in_i(k)[0] : 0; };
+  // The dropout mask of this op and step, from its attributes and its "dropout.seed" input
+  // {key, step} at input k; off without that input or with a zero threshold.
+  auto mask_at = [&](size_t k) {
+    dropout::Mask m;
+    const int32_t* seed = in_i(k);
+    if (!seed || op.attr("threshold") == 0.0) return m;
+    m.threshold = uint32_t(op.attr("threshold"));
+    m.scale = float(op.attr("scale", 1.0));
+    m.base = dropout::base_of(uint32_t(op.attr("stream")), uint32_t(seed[0]), uint32_t(seed[1]));
+    return m;
+  };
 
   switch (op.kind) {
     case OpKind::embedding: {
@@ -263,13 +274,14 @@ void Executor::run_op(const Op& op) {
     }
     case OpKind::attention: {
       const auto& s = shape(op.inputs[0]);
-      attention_forward(out_f(0), out_f(1), in_f(0), in_f(1), in_f(2), s[0], s[1], s[2], int64_t(op.attr("heads")));
+      attention_forward(out_f(0), out_f(1), in_f(0), in_f(1), in_f(2), s[0], s[1], s[2], int64_t(op.attr("heads")),
+                        mask_at(3));
       break;
     }
     case OpKind::attention_backward: {
       const auto& s = shape(op.inputs[1]);
       attention_backward(out_f(0), acc(0), out_f(1), acc(1), out_f(2), acc(2), in_f(0), in_f(1), in_f(2), in_f(3),
-                         in_f(4), in_f(5), s[0], s[1], s[2], int64_t(op.attr("heads")));
+                         in_f(4), in_f(5), s[0], s[1], s[2], int64_t(op.attr("heads")), mask_at(6));
       break;
     }
     case OpKind::kv_cache_write: {
@@ -299,6 +311,12 @@ void Executor::run_op(const Op& op) {
       break;
     case OpKind::add_backward:
       add_backward(out_f(0), acc(0), out_f(1), acc(1), in_f(0), float(op.attr("alpha", 1.0)), numel(op.inputs[0]));
+      break;
+    case OpKind::dropout:
+      dropout_forward(out_f(0), in_f(0), numel(op.inputs[0]), mask_at(1));
+      break;
+    case OpKind::dropout_backward:
+      dropout_backward(out_f(0), acc(0), in_f(0), numel(op.inputs[0]), mask_at(1));
       break;
     case OpKind::cross_entropy: {
       const auto& s = shape(op.inputs[0]);

@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/dropout.h"
+
 namespace ptl::cpu {
 
 // The width of the kernels' vectors in bits (512 with AVX-512, 256 with AVX2, 128 otherwise),
@@ -42,11 +44,14 @@ void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, 
                      const float* x, const float* W, int64_t M, int64_t N, int64_t K);
 
 // attention.cpp: causal multi-head attention, scores scaled by 1/sqrt(C/H), softmax in fp32.
+// With a dropout mask on, probability (b, h, i, j) is kept (times its scale) or zeroed by element
+// ((b*H + h)*T + i)*T + j of the mask; lse stays that of the undropped softmax, and the backward
+// regenerates the same mask.
 void attention_forward(float* y, float* lse, const float* q, const float* k, const float* v, int64_t B, int64_t T,
-                       int64_t C, int64_t H);
+                       int64_t C, int64_t H, const dropout::Mask& mask = {});
 void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* dv, bool acc_dv, const float* dy,
                         const float* q, const float* k, const float* v, const float* y, const float* lse, int64_t B,
-                        int64_t T, int64_t C, int64_t H);
+                        int64_t T, int64_t C, int64_t H, const dropout::Mask& mask = {});
 // Generation with a KV cache of `ctx` rows: write n new rows at pos0, then attend query row i
 // (position pos0 + i) to cache rows 0 .. pos0 + i.
 void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float* v, int64_t n, int64_t C, int64_t pos0);
@@ -63,6 +68,11 @@ void gelu_backward(float* dx, bool acc, const float* dy, const float* x, int64_t
 // add.cpp: y = a + alpha * b; the backward hands dy to a and alpha * dy to b.
 void add_forward(float* y, const float* a, const float* b, float alpha, int64_t n);
 void add_backward(float* da, bool acc_a, float* db, bool acc_b, const float* dy, float alpha, int64_t n);
+
+// dropout.cpp: y[i] = x[i] * scale where the mask keeps element i, else 0; the backward applies
+// the same mask to dy.
+void dropout_forward(float* y, const float* x, int64_t n, const dropout::Mask& mask);
+void dropout_backward(float* dx, bool acc, const float* dy, int64_t n, const dropout::Mask& mask);
 
 // cross_entropy.cpp: loss = sum_i mask_i (lse_i - logits[i, targets_i]) / sum_i mask_i
 // (mask null = all ones). The backward is d loss / d logits for an upstream gradient of 1:

@@ -14,6 +14,11 @@
 // scratch per thread at T = 256), computed with the register-blocked kernel of gemm.h tile by
 // tile of rows, each tile only against the keys its rows can see, and the softmax runs
 // vectorised along the block's rows. Memory grows linearly with T (for a fixed block height).
+//
+// Dropout on the probabilities (training only) multiplies p_j by its mask factor (1 / (1 - p)
+// or 0) after the softmax, so lse and the softmax are those of the undropped scores; the mask
+// is a hash of the element's index (engine/dropout.h), so the backward draws it again from the
+// same index instead of storing B*H*T*T flags.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -54,7 +59,7 @@ vi lane_index() {
 
 // Per-thread scratch, grown on demand and reused by every task this thread runs.
 struct Scratch {
-  std::vector<float> kt, vp, kp, vt, s, dp, a, b;
+  std::vector<float> kt, vp, kp, vt, s, dp, a, b, m;
   static float* get(std::vector<float>& v, size_t n) { return gemm::scratch(v, n); }
 };
 thread_local Scratch t_scratch;
@@ -159,11 +164,26 @@ float softmax_row(float* s, int64_t n, int64_t pos, float scale) {
   return m + std::log(total);
 }
 
+// The dropout mask of one head's probabilities: element (i, j) of a T x T map whose first row
+// is row `row0` of the B*H*T rows (flat index (row0 + i) T + j, in u32 arithmetic as every
+// backend computes it).
+struct ProbsMask {
+  const dropout::Mask* mask = nullptr;  // null: no dropout
+  uint32_t row0 = 0, T = 0;
+  uint32_t index(int64_t i, int64_t j) const { return (row0 + uint32_t(i)) * T + uint32_t(j); }
+  // factor[j] = the mask factor of (i, j) for keys j < n, 0 for the rest of the `stride` floats.
+  void row(float* factor, int64_t i, int64_t n, int64_t stride) const {
+    for (int64_t j = 0; j < n; j++) factor[j] = mask->factor(index(i, j));
+    for (int64_t j = n; j < stride; j++) factor[j] = 0.0f;
+  }
+};
+
 // One head of attention for `rows` consecutive queries at positions pos0, pos0 + 1, ... against
 // keys 0 .. pos0 + rows - 1, whose k^T is already packed (kt: P = hs, J = keys) and whose v is
 // the B operand vb. q and y rows are ld floats apart; lse (if given) gets one float per query.
+// With drop.mask set, each row's probabilities are dropped after its softmax.
 void attend(float* y, float* lse, const float* q, int64_t ld, const float* kt, const RowsB& vb, int64_t pos0,
-            int64_t rows, int64_t hs, float scale) {
+            int64_t rows, int64_t hs, float scale, const ProbsMask& drop = {}) {
   Scratch& sc = t_scratch;
   for (int64_t r0 = 0; r0 < rows; r0 += kQB) {
     const int64_t qb = std::min(kQB, rows - r0);
@@ -174,8 +194,13 @@ void attend(float* y, float* lse, const float* q, int64_t ld, const float* kt, c
     // which also zeroes each row past its visible keys).
     scores(s, lds, q + r0 * ld, ld, kt, hs, pos0 + r0, qb);
     for (int64_t r = 0; r < qb; r++) {
-      const float l = softmax_row(s + r * lds, n, pos0 + r0 + r, scale);
+      const int64_t pos = pos0 + r0 + r;
+      const float l = softmax_row(s + r * lds, n, pos, scale);
       if (lse) lse[r0 + r] = l;
+      if (drop.mask) {
+        float* sr = s + r * lds;
+        for (int64_t j = 0; j <= pos; j++) sr[j] *= drop.mask->factor(drop.index(pos, j));
+      }
     }
     // y = p v for the block (masked p are 0).
     gemm_causal_p(y + r0 * ld, ld, s, lds, vb, pos0 + r0, qb, hs, Store::overwrite);
@@ -185,7 +210,7 @@ void attend(float* y, float* lse, const float* q, int64_t ld, const float* kt, c
 }  // namespace
 
 void attention_forward(float* y, float* lse, const float* q, const float* k, const float* v, int64_t B, int64_t T,
-                       int64_t C, int64_t H) {
+                       int64_t C, int64_t H, const dropout::Mask& mask) {
   const int64_t hs = C / H;
   const float scale = head_scale(hs);
   parallel_for(B * H, [&](int64_t task) {
@@ -196,13 +221,14 @@ void attention_forward(float* y, float* lse, const float* q, const float* k, con
     float* kt = Scratch::get(sc.kt, gemm::packed_floats(hs, T));
     gemm::pack_b(kt, k + col, 1, C, hs, T);
     const RowsB vb = rows_b(v + col, C, T, hs, sc.vp);
-    attend(y + col, lse ? lse + task * T : nullptr, q + col, C, kt, vb, 0, T, hs, scale);
+    const ProbsMask drop{mask.on() ? &mask : nullptr, uint32_t(task) * uint32_t(T), uint32_t(T)};
+    attend(y + col, lse ? lse + task * T : nullptr, q + col, C, kt, vb, 0, T, hs, scale, drop);
   });
 }
 
 void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* dv, bool acc_dv, const float* dy,
                         const float* q, const float* k, const float* v, const float* y, const float* lse, int64_t B,
-                        int64_t T, int64_t C, int64_t H) {
+                        int64_t T, int64_t C, int64_t H, const dropout::Mask& mask) {
   // For one query row i with p_j = softmax_j(s), y_i = sum_j p_j v_j:
   //   dv_j += p_j dy_i
   //   dp_j  = dy_i . v_j
@@ -211,6 +237,8 @@ void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* d
   // D_i is computed from y instead of summing over j first. Per block of query rows, as
   // matrices: P = exp(scale Q K^T - lse), dP = dY V^T, dS = scale P o (dP - D),
   // dV += P^T dY, dQ = dS K, dK += dS^T Q.
+  // With dropout factors m_j (scale or 0) y_i = sum_j m_j p_j v_j, so dv_j += m_j p_j dy_i and
+  // ds_j = p_j (m_j dp_j - D_i); D_i = dy_i . y_i still equals sum_j m_j p_j dp_j.
   if (!dq && !dk && !dv) return;
   const int64_t hs = C / H;
   const float scale = head_scale(hs);
@@ -224,6 +252,7 @@ void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* d
     gemm::pack_b(kt, k + col, 1, C, hs, T);
     gemm::pack_b(vt, v + col, 1, C, hs, T);
     const RowsB kb = rows_b(k + col, C, T, hs, sc.kp);  // k: dQ = dS K
+    const ProbsMask drop{mask.on() ? &mask : nullptr, uint32_t(task) * uint32_t(T), uint32_t(T)};
     for (int64_t i0 = 0; i0 < T; i0 += kQB) {
       const int64_t qb = std::min(kQB, T - i0), n = i0 + qb;
       const int64_t lds = row_stride(n);
@@ -253,6 +282,18 @@ void attention_backward(float* dq, bool acc_dq, float* dk, bool acc_dk, float* d
         for (int64_t j = seen; j < lds; j += kW) {
           simd::store(sr + j, vf{});
           simd::store(dpr + j, vf{});
+        }
+        if (drop.mask) {
+          float* m = Scratch::get(sc.m, size_t(seen));
+          drop.row(m, i, i + 1, seen);
+          for (int64_t j = 0; j < seen; j += kW) {
+            const vi visible = (iota + int32_t(j)) <= int32_t(i);
+            const vf p = simd::select(visible, simd::exp(simd::load(sr + j) * scale - l), vf{});
+            const vf f = simd::load(m + j);
+            simd::store(sr + j, p * f);                                       // P, dropped
+            simd::store(dpr + j, p * (simd::load(dpr + j) * f - D) * scale);  // dS
+          }
+          continue;
         }
         for (int64_t j = 0; j < seen; j += kW) {
           const vi visible = (iota + int32_t(j)) <= int32_t(i);
