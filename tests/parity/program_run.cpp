@@ -6,7 +6,8 @@
 //                         [--save final.safetensors] [--dump-step N --dump FILE]
 //     Loads the parameters from W (safetensors; optimizer moments too when present), then for every
 //     entry of batches.json {"steps": [{"tokens": [...], "targets": [...], "lr": x}, ...],
-//     "first_step": 1} writes the inputs and optim.hparams = [lr, step] and runs the program.
+//     "first_step": 1} writes the inputs and optim.hparams = [lr, step] (and, for a program with
+//     dropout, dropout.seed = {"dropout_key" of batches.json, step}) and runs the program.
 //     result.json: {"losses": [...], "grad_norms": [...]}. --save writes the persistent tensors
 //     (parameters and AdamW moments) after the last step; --dump writes every tensor of the
 //     program after step N (1-based), for debugging a divergence op by op.
@@ -19,6 +20,7 @@
 //     API's ptl_run_program also calls; tensors share no memory, so each keeps its own value).
 #include "engine/program_run.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -74,6 +76,11 @@ int run_train(const std::map<std::string, std::string>& a) {
   nlohmann::json losses = nlohmann::json::array(), norms = nlohmann::json::array();
   int64_t s = 0;
   const int tok = prog.id("tokens"), tgt = prog.id("targets"), hp = prog.id("optim.hparams");
+  // A program with dropout: dropout.seed = {key, step}, key = batches.json's "dropout_key" (what
+  // dropout::key_of makes of the run's seed).
+  const int dk = prog.find("dropout.seed");
+  check(dk < 0 || batches.contains("dropout_key"), "the program has dropout: give \"dropout_key\" in the batches");
+  const uint32_t dropout_key = dk >= 0 ? batches.at("dropout_key").get<uint32_t>() : 0;
   for (const auto& b : batches.at("steps")) {
     const auto tokens = b.at("tokens").get<std::vector<int32_t>>();
     const auto targets = b.at("targets").get<std::vector<int32_t>>();
@@ -84,6 +91,10 @@ int run_train(const std::map<std::string, std::string>& a) {
     float* h = static_cast<float*>(ex.data(hp));
     h[0] = b.at("lr").get<float>();
     h[1] = float(first_step + s);
+    if (dk >= 0) {
+      const uint32_t seed[2] = {dropout_key, uint32_t(first_step + s)};
+      std::memcpy(ex.data(dk), seed, sizeof seed);
+    }
     ex.run();
     losses.push_back(ex.f32("loss")[0]);
     norms.push_back(ex.f32("grad_norm")[0]);

@@ -10,6 +10,7 @@
 // compared output must satisfy |gpu - cpu| <= atol + rtol * |cpu| element-wise (fp32 tolerances
 // below). A case whose reference does not know the op (an op newer than the reference build)
 // is reported as skipped, with the reason.
+import { dropoutAttrs } from './dropout.js';
 import { type BackendOptions, WebGPUBackend } from './executor.js';
 import type { OpKind, ProgramJSON, TensorKind } from './program.js';
 import { decodeSafeTensors, encodeSafeTensors } from './safetensors.js';
@@ -625,6 +626,79 @@ export function kernelCases(): KernelCase[] {
       },
     });
 
+  // ---- dropout (docs/model.md "Dropout"): the masks must be the engine's, element for element --------
+  // A key above 2^31 checks that dropout.seed's i32 is read as u32.
+  const dseed = { shape: [2], dtype: 'i32', kind: 'input', init: [0x9e3779b9 | 0, 7] } satisfies TensorSpec;
+  for (const p of [0.1, 0.5])
+    add({
+      name: `dropout p=${p}`,
+      tol: TOL.exact,
+      seed: 101,
+      tensors: { x: { shape: [3001], init: 'normal' }, 'dropout.seed': dseed, y: { shape: [3001], init: 'normal' } },
+      op: { op: 'dropout', inputs: ['x', 'dropout.seed'], outputs: ['y'], attrs: dropoutAttrs(p, 'blocks.1.mlp.drop') },
+    });
+  for (const acc of [0, 1])
+    add({
+      name: `dropout_backward acc=${acc}`,
+      tol: TOL.elementwise,
+      seed: 102,
+      tensors: { dy: { shape: [3001], init: 'normal' }, 'dropout.seed': dseed, dx: { shape: [3001], init: 'normal' } },
+      op: {
+        op: 'dropout_backward',
+        inputs: ['dy', 'dropout.seed'],
+        outputs: ['dx'],
+        attrs: { ...dropoutAttrs(0.3, 'emb.drop'), acc0: acc },
+      },
+    });
+  for (const [B, T, C, H, rows] of [
+    [2, 7, 12, 3],
+    [1, 70, 32, 2],
+    [1, 70, 32, 2, 32],
+  ] as const) {
+    const attrs = { heads: H, ...dropoutAttrs(0.2, 'blocks.0.attn.probs.drop') };
+    const opts = rows ? { attentionRows: rows as 32 } : undefined;
+    add({
+      name: `attention dropout B=${B} T=${T} C=${C} H=${H}${rows ? ` rows=${rows}` : ''}`,
+      tol: TOL.reduction,
+      seed: T * C + 5,
+      options: opts,
+      tensors: {
+        q: { shape: [B, T, C], init: 'normal' },
+        k: { shape: [B, T, C], init: 'normal' },
+        v: { shape: [B, T, C], init: 'normal' },
+        'dropout.seed': dseed,
+        y: { shape: [B, T, C] },
+        lse: { shape: [B, H, T] },
+      },
+      op: { op: 'attention', inputs: ['q', 'k', 'v', 'dropout.seed'], outputs: ['y', 'lse'], attrs },
+    });
+    add({
+      name: `attention_backward dropout B=${B} T=${T} C=${C} H=${H}${rows ? ` rows=${rows}` : ''}`,
+      tol: TOL.reduction,
+      seed: T * C + 6,
+      options: opts,
+      withForward: true,
+      tensors: {
+        q: { shape: [B, T, C], init: 'normal' },
+        k: { shape: [B, T, C], init: 'normal' },
+        v: { shape: [B, T, C], init: 'normal' },
+        dy: { shape: [B, T, C], init: 'normal' },
+        'dropout.seed': dseed,
+        y: { shape: [B, T, C] },
+        lse: { shape: [B, H, T] },
+        dq: { shape: [B, T, C], init: 'normal' },
+        dk: { shape: [B, T, C], init: 'normal' },
+        dv: { shape: [B, T, C], init: 'normal' },
+      },
+      op: {
+        op: 'attention_backward',
+        inputs: ['dy', 'q', 'k', 'v', 'y', 'lse', 'dropout.seed'],
+        outputs: ['dq', 'dk', 'dv'],
+        attrs: { ...attrs, acc0: 1, acc1: 0, acc2: 1 },
+      },
+    });
+  }
+
   // ---- generation: KV cache ----------------------------------------------------------------------
   // The caches hold random values everywhere: rows outside pos0 .. pos0 + n - 1 must come back
   // untouched (kv_cache_write) and rows past pos0 + n - 1 must not be read (attention_cached).
@@ -964,9 +1038,14 @@ export async function runKernelCase(backend: WebGPUBackend, reference: Reference
         ops: [
           {
             op: 'attention' as OpKind,
-            inputs: [id('q'), id('k'), id('v')],
+            // With dropout, the forward's dropped y (the backward's D_i = dy_i . y_i).
+            inputs: [id('q'), id('k'), id('v'), ...(c.op.inputs[6] ? [id(c.op.inputs[6])] : [])],
             outputs: [id('y'), id('lse')],
-            attrs: { heads: c.op.attrs!['heads']! },
+            attrs: Object.fromEntries(
+              Object.entries(c.op.attrs!).filter(([key]) =>
+                ['heads', 'p', 'threshold', 'scale', 'stream'].includes(key),
+              ),
+            ),
           },
         ],
       };
@@ -995,7 +1074,7 @@ export async function runKernelCase(backend: WebGPUBackend, reference: Reference
     const ex = await be.load(program);
     try {
       for (const n of names) {
-        if (n === 'optim.hparams') ex.setInput(n, values[n]!);
+        if (n === 'optim.hparams' || n === 'dropout.seed') ex.setInput(n, values[n]!);
         else ex.write(n, values[n]!);
       }
       ex.run();

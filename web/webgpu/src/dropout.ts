@@ -10,3 +10,16 @@ export function dropoutKey(seed: number | bigint): number {
   const s = BigInt.asUintN(64, BigInt(seed));
   return Number((s & 0xffffffffn) ^ (s >> 32n));
 }
+
+// A site's stream: FNV-1a 32 of its name's bytes ("blocks.0.attn.drop").
+export function dropoutStream(name: string): number {
+  let h = 2166136261;
+  for (const b of new TextEncoder().encode(name)) h = Math.imul(h ^ b, 16777619) >>> 0;
+  return h >>> 0;
+}
+
+// The attributes of a dropout site with rate p, as the engine writes them into a program.
+export function dropoutAttrs(p: number, name: string): Record<'p' | 'threshold' | 'scale' | 'stream', number> {
+  if (!(p >= 0 && p < 1)) throw new RangeError(`dropout must be at least 0 and below 1, got ${p}`);
+  return { p, threshold: Math.floor(p * 16777216 + 0.5), scale: Math.fround(1 / (1 - p)), stream: dropoutStream(name) };
+}

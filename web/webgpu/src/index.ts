@@ -7,7 +7,7 @@ export {
   type GPUTensor,
   type BackendOptions,
 } from './executor.js';
-export { dropoutKey } from './dropout.js';
+export { dropoutKey, dropoutStream, dropoutAttrs } from './dropout.js';
 export { WebGPUTrainer, type StepLoss, type TrainerOptions } from './trainer.js';
 export { WebGPUGenerator, Sampler, Rng, rngFor, type SamplingOptions, type GenerateOptions } from './generate.js';
 export { WebGPUInspector, type Inspection } from './inspect.js';

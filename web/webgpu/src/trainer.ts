@@ -41,11 +41,15 @@ export class WebGPUTrainer {
     const tokens = exec.tensor('tokens').info.shape;
     this.batchSize = tokens[0]!;
     this.tokensPerStep = tokens.reduce((a, b) => a * b, 1);
-    this.dropoutKey = opts.seed === undefined ? null : dropoutKey(opts.seed);
-    if (exec.has('dropout.seed') && this.dropoutKey === null)
-      throw new WebGPUError(
-        `program '${exec.program.name}' has dropout: the trainer needs the run's seed (option seed)`,
-      );
+    // Only a program with dropout reads the seed (one a number cannot hold exactly is refused).
+    this.dropoutKey = null;
+    if (exec.has('dropout.seed')) {
+      if (opts.seed === undefined)
+        throw new WebGPUError(
+          `program '${exec.program.name}' has dropout: the trainer needs the run's seed (option seed)`,
+        );
+      this.dropoutKey = dropoutKey(opts.seed);
+    }
   }
 
   // Uploads the batch and the step's hyperparameters, records the whole step (forward, backward,
@@ -55,7 +59,7 @@ export class WebGPUTrainer {
     this.exec.setInput('targets', targets);
     const step = this.step + 1;
     this.exec.setHparams(lr, step);
-    if (this.dropoutKey !== null && this.exec.has('dropout.seed')) this.exec.setDropoutSeed(this.dropoutKey, step);
+    if (this.dropoutKey !== null) this.exec.setDropoutSeed(this.dropoutKey, step);
     const read = step % this.readEvery === 0;
     const p = this.exec.run(read ? ['loss', 'grad_norm'] : []);
     this.step = step;

@@ -51,6 +51,12 @@ test('generator test vector: key 1, step 1, stream "emb.drop"', (t) => {
   assert.equal(base, VECTOR.base);
   assert.deepEqual(r, VECTOR.r);
   assert.equal(thresholdOf(0.1), 1677722);
+  // The engine's known answers (tests/test_dropout.cpp): h(1), key 1337's base, 16 mask bits.
+  assert.equal(h(1), 0x688990c0);
+  const b1337 = baseOf(stream, 1337, 1);
+  assert.equal(b1337, 0x01a2d92f);
+  const keep = keepOf({ threshold: thresholdOf(0.1), stream }, 1337, 1);
+  assert.equal(Array.from({ length: 16 }, (_, i) => (keep(i) ? 1 : 0)).join(''), '1110111111100111');
   assert.equal(dropoutKey(1), 1);
   assert.equal(dropoutKey(0x1_0000_0005n), 4);
   assert.equal(dropoutKey(2 ** 52 + 7), (2 ** 20) ^ 7);

@@ -6,7 +6,7 @@ import { readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 
-import { WebGPUTrainer, decodeSafeTensors } from '../dist/index.js';
+import { WebGPUTrainer, decodeSafeTensors, dropoutKey } from '../dist/index.js';
 import { OUT, backend, closeBackend, compare, findCorpus, rng, run, tool } from './helpers.mjs';
 
 const STEPS = Number(process.env.PTL_WEBGPU_STEPS ?? 50);
@@ -153,6 +153,94 @@ test(`Tiny: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step; 
 
   ex.destroy();
   assert.ok(maxDrift <= MAX_DRIFT, `max per-step loss drift ${(maxDrift * 100).toFixed(4)}% exceeds 0.5%`);
+});
+
+// The same comparison with dropout on (rate 0.1 at every site, attention probabilities included):
+// both backends draw the masks from {dropoutKey(seed), step}, so the losses must agree as closely.
+test(`Tiny with dropout 0.1: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step`, async (t) => {
+  const ptl = tool('ptl');
+  const seed = 1;
+  const init = join(dir, 'drop_init.tinygpt');
+  const programPath = join(dir, 'drop_train.json');
+  run(ptl, ['init', '--preset', 'tiny', '--seed', String(seed), '--out', init]);
+  run(ptl, [
+    'program',
+    '--preset',
+    'tiny',
+    '--batch',
+    String(BATCH),
+    '--program',
+    'train',
+    '--dropout',
+    '0.1',
+    '--out',
+    programPath,
+  ]);
+  const program = JSON.parse(readFileSync(programPath, 'utf8'));
+  const kinds = program.ops.map((o) => o.op);
+  assert.ok(kinds.includes('dropout') && kinds.includes('dropout_backward'), 'the program has dropout ops');
+  const seedId = program.tensors.findIndex((x) => x.name === 'dropout.seed');
+  assert.ok(
+    program.ops.some((o) => o.op === 'attention_backward' && o.inputs[6] === seedId && o.attrs.threshold > 0),
+    'attention_backward drops probabilities',
+  );
+  const T = program.model_config.ctx;
+  const text = readFileSync(findCorpus());
+  const train = text.subarray(0, Math.floor(text.length * 0.9));
+  const r = rng(4321);
+  const steps = [];
+  for (let s = 0; s < STEPS; s++) {
+    const tokens = [],
+      targets = [];
+    for (let b = 0; b < BATCH; b++) {
+      const o = r.int(train.length - T - 1);
+      for (let i = 0; i < T; i++) {
+        tokens.push(train[o + i]);
+        targets.push(train[o + i + 1]);
+      }
+    }
+    steps.push({ tokens, targets, lr: Math.fround(lrAt(s)) });
+  }
+  const key = dropoutKey(seed);
+  writeFileSync(join(dir, 'drop_batches.json'), JSON.stringify({ first_step: 1, dropout_key: key, steps }));
+  run(tool('ptl_program_run'), [
+    'train',
+    '--init',
+    init,
+    '--program',
+    programPath,
+    '--batches',
+    join(dir, 'drop_batches.json'),
+    '--out',
+    join(dir, 'drop_cpu.json'),
+  ]);
+  const cpu = JSON.parse(readFileSync(join(dir, 'drop_cpu.json'), 'utf8'));
+
+  const { backend: be } = await backend();
+  be.clearStore(); // no AdamW moments of the run before
+  be.loadWeights(decodeSafeTensors(new Uint8Array(readFileSync(init)), init).tensors);
+  const ex = await be.load(program);
+  const trainer = new WebGPUTrainer(ex, { readEvery: 1, seed });
+  for (const s of steps) trainer.trainStep(s.tokens, s.targets, s.lr);
+  await trainer.flush();
+  let maxDrift = 0;
+  for (let s = 0; s < STEPS; s++) {
+    const g = trainer.losses.get(s + 1);
+    assert.ok(g, `no loss read back for step ${s + 1}`);
+    maxDrift = Math.max(maxDrift, Math.abs(g.loss - cpu.losses[s]) / Math.abs(cpu.losses[s]));
+    if (s % 10 === 0 || s === STEPS - 1)
+      t.diagnostic(`step ${s + 1}: cpu ${cpu.losses[s].toFixed(6)} gpu ${g.loss.toFixed(6)}`);
+  }
+  summary.dropout = {
+    p: 0.1,
+    key,
+    max_step_drift: maxDrift,
+    first_loss: cpu.losses[0],
+    last_loss: cpu.losses[STEPS - 1],
+  };
+  t.diagnostic(`dropout: max drift ${(maxDrift * 100).toFixed(5)}% over ${STEPS} steps`);
+  ex.destroy();
+  assert.ok(maxDrift <= MAX_DRIFT, `max per-step loss drift with dropout ${(maxDrift * 100).toFixed(4)}% exceeds 0.5%`);
 });
 
 after(() => {
