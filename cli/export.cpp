@@ -16,7 +16,6 @@ struct ModelArgs {
   std::string preset = "tiny", checkpoint, out, program = "train";
   int batch = 0, seq = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
   uint64_t seed = 1337;
-  double dropout = 0;
 };
 
 ModelConfig model_from(const ModelArgs& a, int* batch) {
@@ -66,11 +65,9 @@ void run_program(const ModelArgs& a) {
   opt.batch = batch;
   opt.seq = a.seq;
   Program p;
-  if (a.program == "train") {
-    TrainConfig tc;
-    tc.dropout = a.dropout;
-    p = build_train_program(mc, opt, tc);
-  } else if (a.program == "eval")
+  if (a.program == "train")
+    p = build_train_program(mc, opt, TrainConfig{});
+  else if (a.program == "eval")
     p = build_eval_program(mc, opt);
   else if (a.program == "forward")
     p = build_forward_program(mc, opt);
@@ -109,9 +106,6 @@ void add_export(CLI::App& app) {
       ->check(CLI::IsMember({"train", "eval", "forward", "generate", "inspect"}))
       ->capture_default_str();
   prog->add_option("--seq", b->seq, "Tokens per row (default: the context)")->check(at_least(1));
-  prog->add_option("--dropout", b->dropout, "Dropout rate of the train program (docs/model.md, \"Dropout\")")
-      ->capture_default_str()
-      ->check(dropout_rate());
   prog->add_option("--out", b->out, "File to write (default: stdout)");
   prog->callback([b, prog]() {
     check(b->checkpoint.empty() || prog->count("--preset") == 0,
