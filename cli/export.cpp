@@ -16,6 +16,7 @@ struct ModelArgs {
   std::string preset = "tiny", checkpoint, out, program = "train";
   int batch = 0, seq = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
   uint64_t seed = 1337;
+  double dropout = 0;  // the train program's dropout rate
 };
 
 ModelConfig model_from(const ModelArgs& a, int* batch) {
@@ -65,9 +66,12 @@ void run_program(const ModelArgs& a) {
   opt.batch = batch;
   opt.seq = a.seq;
   Program p;
-  if (a.program == "train")
-    p = build_train_program(mc, opt, TrainConfig{});
-  else if (a.program == "eval")
+  check(a.dropout == 0 || a.program == "train", "--dropout applies to the train program only");
+  if (a.program == "train") {
+    TrainConfig tc;
+    tc.dropout = a.dropout;
+    p = build_train_program(mc, opt, tc);
+  } else if (a.program == "eval")
     p = build_eval_program(mc, opt);
   else if (a.program == "forward")
     p = build_forward_program(mc, opt);
@@ -107,6 +111,8 @@ void add_export(CLI::App& app) {
       ->capture_default_str();
   prog->add_option("--seq", b->seq, "Tokens per row (default: the context)")->check(at_least(1));
   prog->add_option("--out", b->out, "File to write (default: stdout)");
+  prog->add_option("--dropout", b->dropout, "Dropout rate of the train program (docs/model.md, \"Dropout\")")
+      ->check(dropout_rate());
   prog->callback([b, prog]() {
     check(b->checkpoint.empty() || prog->count("--preset") == 0,
           "--preset and a checkpoint both name the model: give one of them");

@@ -114,9 +114,11 @@ void run_lora_info(const InfoArgs& a) {
   std::printf("base:        sha256 %s\n             %d layers, d_model %d, %d heads, context %d (%lld parameters)\n",
               c.base_sha256.c_str(), c.base_model.n_layers, c.base_model.d_model, c.base_model.n_heads,
               c.base_model.ctx, (long long)c.base_model.param_count());
-  std::printf("lora:        rank %d, alpha %g, targets %s, weight decay %g: %lld parameters (%.2f%% of the base)\n",
-              c.lora.rank, c.lora.alpha, lora_targets_string(c.lora.targets).c_str(), c.lora.weight_decay,
-              (long long)params, 100.0 * double(params) / double(c.base_model.param_count()));
+  std::printf(
+      "lora:        rank %d, alpha %g, targets %s, weight decay %g, dropout %g: %lld parameters (%.2f%% of the "
+      "base)\n",
+      c.lora.rank, c.lora.alpha, lora_targets_string(c.lora.targets).c_str(), c.lora.weight_decay, c.lora.dropout,
+      (long long)params, 100.0 * double(params) / double(c.base_model.param_count()));
   std::printf("trained:     %lld steps", (long long)c.steps);
   if (c.train && !c.train->data_path.empty()) std::printf(" on %s", c.train->data_path.c_str());
   std::printf("\n");

@@ -440,6 +440,13 @@ TEST(DropoutCli, RatesAreValidatedRecordedAndResumedBitwise) {
   EXPECT_NE(ptl_cli("train --preset tiny --data t.txt --out r --dropout 1", d).err.find("below 1, got 1"),
             std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(d.file("r")));
+  // The train program for other executors, with its dropout ops and seed input.
+  CliRun prog = ptl_cli("program --preset tiny --dropout 0.1 --out p.json", d);
+  ASSERT_EQ(prog.code, 0) << prog.err;
+  const std::string json = slurp(d.file("p.json"));
+  EXPECT_NE(json.find("\"dropout_backward\""), std::string::npos);
+  EXPECT_NE(json.find("\"dropout.seed\""), std::string::npos);
+  expect_error(ptl_cli("program --preset tiny --program eval --dropout 0.1", d), "train program only");
   // 40 steps straight against 20 and a resume: the same losses and the same tensors, bit for bit.
   const std::string common =
       "train --preset tiny --sample-every 0 --data t.txt --steps 40 --eval-every 20 --dropout 0.2";

@@ -339,6 +339,37 @@ TEST(Attention, BackwardMatchesFiniteDifferencesOnLongerSequences) {
   for (const auto& sh : shapes) check_attention_backward(sh[0], sh[1], sh[2], sh[3], 57);
 }
 
+// With dropout on the probabilities (rate 0.2, a fixed seed and step: a fixed mask), at every
+// vector width: the mask factors enter the vector loops of the forward and the backward.
+TEST(Attention, DropoutBackwardMatchesFiniteDifferences) {
+  const int64_t w = simd::kW;
+  const int64_t shapes[][4] = {{2, 5, 6, 2}, {1, 2 * gemm::kRows + w + 3, 2 * w + 2, 2}};
+  ptl::dropout::Mask m;
+  m.threshold = ptl::dropout::threshold_of(0.2);
+  m.scale = ptl::dropout::scale_of(0.2);
+  m.base = ptl::dropout::base_of(ptl::dropout::stream_of("blocks.0.attn.probs.drop"), 7, 3);
+  for (const auto& [B, T, C, H] : shapes) {
+    const int64_t n = B * T * C;
+    Vec q = randn(n, 70), k = randn(n, 71), v = randn(n, 72);
+    const Vec R = randn(n, 73);
+    auto loss = [&] {
+      Vec y(n), lse(B * H * T);
+      attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H, m);
+      return weighted_sum(y, R);
+    };
+    Vec y(n), lse(B * H * T), y0(n);
+    attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H, m);
+    attention_forward(y0.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+    EXPECT_NE(y, y0);  // the mask is live
+    Vec dq(n), dk(n), dv(n);
+    attention_backward(dq.data(), false, dk.data(), false, dv.data(), false, R.data(), q.data(), k.data(), v.data(),
+                       y.data(), lse.data(), B, T, C, H, m);
+    check_grad("dq (dropout)", q, dq, loss);
+    check_grad("dk (dropout)", k, dk, loss);
+    check_grad("dv (dropout)", v, dv, loss);
+  }
+}
+
 TEST(Attention, AccFlagsAdd) {
   const int64_t B = 2, T = 5, C = 6, H = 2, n = B * T * C;
   const Vec q = randn(n, 57), k = randn(n, 58), v = randn(n, 59), dy = randn(n, 60);
