@@ -38,8 +38,10 @@ void run_export(const ExportArgs& a) {
   write_file_atomic(a.out, out);
   std::printf("wrote %s: %lld parameters at step %lld as %s, %.2f MB (%s: %.2f MB; optimizer state left out)\n",
               a.out.c_str(), (long long)trainer->model_config().param_count(), (long long)trainer->state().step,
-              a.dtype == "f32" ? "F32" : a.dtype == "f16" ? "F16" : "BF16", out.size() / 1e6, a.checkpoint.c_str(),
-              bytes.size() / 1e6);
+              a.dtype == "f32"   ? "F32"
+              : a.dtype == "f16" ? "F16"
+                                 : "BF16",
+              out.size() / 1e6, a.checkpoint.c_str(), bytes.size() / 1e6);
 }
 
 struct ImportArgs {

@@ -100,7 +100,8 @@ void run_info(const InfoArgs& a) {
                 (long long)j["tokens_seen"].get<int64_t>(),
                 j["has_optimizer_state"].get<bool>() ? "included" : "absent");
     if (j["weights_dtype"] != "F32")
-      std::printf("weights:     %s in the file (widened to F32 on load)\n", j["weights_dtype"].get<std::string>().c_str());
+      std::printf("weights:     %s in the file (widened to F32 on load)\n",
+                  j["weights_dtype"].get<std::string>().c_str());
     if (j.contains("last_loss")) {
       std::printf("last loss:   step %lld, train %.4f", (long long)j["last_loss"]["step"].get<int64_t>(),
                   j["last_loss"]["train_loss"].get<double>());

@@ -48,6 +48,8 @@ def _widen(array, dtype):
     if dtype == "F16":
         return array.astype(np.float32)
     return (array.astype(np.uint32) << 16).view(np.float32)
+
+
 _TORCH_TO_FILE = {torch.float32: "F32", torch.int32: "I32"}
 
 
@@ -70,9 +72,7 @@ def load_checkpoint(path):
     for name, info in entries:
         dtype = info["dtype"]
         if dtype not in _DTYPES and dtype not in _HALF_DTYPES:
-            raise ValueError(
-                f"{path}: tensor {name} has dtype {dtype}; only F32, F16, BF16 and I32 are supported"
-            )
+            raise ValueError(f"{path}: tensor {name} has dtype {dtype}; only F32, F16, BF16 and I32 are supported")
         np_dtype = _HALF_DTYPES[dtype] if dtype in _HALF_DTYPES else _DTYPES[dtype][0]
         begin, end = info["data_offsets"]
         shape = list(info["shape"])

@@ -113,7 +113,8 @@ TEST(CliHalf, ExportF16AndBF16HalveTheWeightsAndKeepGreedyText) {
     CliRun info = ptl_cli("info " + file + " --json", d);
     ASSERT_EQ(info.code, 0) << info.err;
     EXPECT_EQ(nlohmann::json::parse(info.out)["weights_dtype"], name);
-    CliRun ev = ptl_cli("eval " + file + " --data t.txt --json", d), ev32 = ptl_cli("eval w_f32.tinygpt --data t.txt --json", d);
+    CliRun ev = ptl_cli("eval " + file + " --data t.txt --json", d),
+           ev32 = ptl_cli("eval w_f32.tinygpt --data t.txt --json", d);
     ASSERT_EQ(ev.code, 0) << ev.err;
     const double loss = nlohmann::json::parse(ev.out)["loss"].get<double>(),
                  loss32 = nlohmann::json::parse(ev32.out)["loss"].get<double>();
@@ -125,8 +126,8 @@ TEST(CliHalf, ExportF16AndBF16HalveTheWeightsAndKeepGreedyText) {
     const float diff = max_logit_difference(f32, half, text);
     const std::string greedy = sample(file);
     const size_t same = common_prefix(greedy, greedy32);
-    std::printf("[ greedy   ] %s: max |logit difference| %.3g, greedy text equal for %zu of %zu bytes%s\n", dtype,
-                diff, same, greedy32.size(), greedy == greedy32 ? " (identical)" : "");
+    std::printf("[ greedy   ] %s: max |logit difference| %.3g, greedy text equal for %zu of %zu bytes%s\n", dtype, diff,
+                same, greedy32.size(), greedy == greedy32 ? " (identical)" : "");
     EXPECT_LT(diff, encoding == Encoding::f16 ? 0.01f : 0.1f);
     EXPECT_GT(diff, 0.0f);  // the weights did change: the comparison is not of a file with itself
     EXPECT_EQ(greedy, greedy32);

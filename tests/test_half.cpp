@@ -31,9 +31,9 @@ TEST(Half, F16KnownValues) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
   EXPECT_EQ(f32_to_f16(0.5f), 0x3800);
-  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);          // the largest finite F16
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);  // the smallest normal
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);  // the smallest subnormal
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);                  // the largest finite F16
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);     // the smallest normal
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);     // the smallest subnormal
   EXPECT_EQ(f32_to_f16(std::ldexp(1023.0f, -24)), 0x03ff);  // the largest subnormal
   EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
   EXPECT_EQ(f16_to_f32(0x7bff), 65504.0f);
@@ -160,8 +160,7 @@ TEST(Half, ContainerWritesNarrowAndReadsWide) {
     EXPECT_NE(header.find(std::string(R"("w":{"dtype":")") + name + R"(","shape":[2,3],"data_offsets":[0,12]})"),
               std::string::npos)
         << header;
-    EXPECT_NE(header.find(R"("ids":{"dtype":"I32","shape":[2],"data_offsets":[12,20]})"), std::string::npos)
-        << header;
+    EXPECT_NE(header.find(R"("ids":{"dtype":"I32","shape":[2],"data_offsets":[12,20]})"), std::string::npos) << header;
 
     const SafeTensors back = decode_safetensors(bytes.data(), bytes.size(), "x.tinygpt");
     const StoredTensor* t = back.find("w");
@@ -231,7 +230,8 @@ TEST(Half, ContainerErrorsNameTensorAndDtype) {
   const auto ok = file(R"({"ln_f.bias":{"dtype":"BF16","shape":[4],"data_offsets":[0,8]}})", 8);
   EXPECT_EQ(message(ok), "(no error)");
   for (const char* dtype : {"F64", "F8_E4M3", "I16", "U8", "BOOL"}) {
-    const auto f = file(std::string(R"({"ln_f.bias":{"dtype":")") + dtype + R"(","shape":[4],"data_offsets":[0,8]}})", 8);
+    const auto f =
+        file(std::string(R"({"ln_f.bias":{"dtype":")") + dtype + R"(","shape":[4],"data_offsets":[0,8]}})", 8);
     EXPECT_NE(message(f).find(std::string("m.tinygpt: tensor 'ln_f.bias' has dtype ") + dtype +
                               "; only F32, F16, BF16 and I32 are supported"),
               std::string::npos)

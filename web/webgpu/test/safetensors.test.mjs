@@ -72,7 +72,12 @@ test('F16 and BF16 bit patterns widen to the exact F32 values', () => {
     );
   }
   // Every finite F16: widening is monotonic over the positive patterns (no pattern misplaced).
-  const all = decodeSafeTensors(halfFile('F16', Array.from({ length: 0x7c00 }, (_, i) => i))).tensors[0].data;
+  const all = decodeSafeTensors(
+    halfFile(
+      'F16',
+      Array.from({ length: 0x7c00 }, (_, i) => i),
+    ),
+  ).tensors[0].data;
   for (let i = 1; i < all.length; ++i) assert.ok(all[i] > all[i - 1], `0x${i.toString(16)}`);
 });
 
