@@ -75,8 +75,14 @@ void run_info(const InfoArgs& a) {
     j["tokens_seen"] = c.state.tokens_seen;
     j["has_optimizer_state"] = c.has_optimizer;
     // How the weights lie in the file (a half-precision export, or F32); they are F32 once loaded.
-    const Encoding enc = f.find("tok_emb.weight")->encoding;
-    j["weights_dtype"] = enc == Encoding::f16 ? "F16" : enc == Encoding::bf16 ? "BF16" : "F32";
+    // ("mixed" for a file from elsewhere that stores tensors in different dtypes.)
+    std::string dtype;
+    for (const auto& t : f.tensors) {
+      if (t.name.starts_with("optim.")) continue;
+      const char* d = t.encoding == Encoding::f16 ? "F16" : t.encoding == Encoding::bf16 ? "BF16" : "F32";
+      dtype = dtype.empty() || dtype == d ? d : "mixed";
+    }
+    j["weights_dtype"] = dtype;
     if (c.train) j["train_config"] = c.train->to_json();
     if (!c.history.empty()) {
       const auto& h = c.history.back();
