@@ -1,27 +1,17 @@
 // Checkpoints cross between native `ptl` and the WebAssembly engine in both directions.
-import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
-import { after, before, test } from "node:test";
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
 
-import {
-  Engine,
-  dataFile,
-  load,
-  nativeSmallRun,
-  parseSafetensors,
-  ptl,
-  relDiff,
-  tmpDir,
-  VARIANT,
-} from "./helpers.mjs";
+import { Engine, dataFile, load, nativeSmallRun, parseSafetensors, ptl, relDiff, tmpDir, VARIANT } from './helpers.mjs';
 
 let module, dir, shortText;
 before(async () => {
   module = await load();
   dir = tmpDir();
   // A short text for `ptl eval --data` (the whole corpus would take a while window by window).
-  shortText = path.join(dir, "short.txt");
+  shortText = path.join(dir, 'short.txt');
   fs.writeFileSync(shortText, fs.readFileSync(dataFile()).subarray(0, 20000));
 });
 after(() => {
@@ -30,33 +20,22 @@ after(() => {
 });
 
 test(`${VARIANT}: a checkpoint written by wasm loads in native ptl (info, eval)`, async () => {
-  const engine = await Engine.create(
-    { preset: "tiny", train: { steps: 20, seed: 7 } },
-    module,
-  );
+  const engine = await Engine.create({ preset: 'tiny', train: { steps: 20, seed: 7 } }, module);
   try {
     await engine.setCorpus(fs.readFileSync(dataFile()));
     await engine.train(5);
     await engine.validationLoss();
-    const file = path.join(dir, "wasm.tinygpt");
+    const file = path.join(dir, 'wasm.tinygpt');
     fs.writeFileSync(file, await engine.exportCheckpoint());
-    const info = JSON.parse(ptl(["info", file, "--json"]));
+    const info = JSON.parse(ptl(['info', file, '--json']));
     assert.equal(info.step, 5);
     assert.equal(info.has_optimizer_state, true);
-    assert.deepEqual(info.model_config, {
-      vocab_size: 256,
-      n_layers: 2,
-      d_model: 48,
-      n_heads: 3,
-      ctx: 32,
-    });
+    assert.deepEqual(info.model_config, { vocab_size: 256, n_layers: 2, d_model: 48, n_heads: 3, ctx: 32 });
     assert.equal(info.train_config.seed, 7);
     assert.equal(info.last_loss.step, 5);
     assert.ok(info.last_loss.val_loss > 0);
 
-    const native = JSON.parse(
-      ptl(["eval", file, "--data", shortText, "--json"]),
-    );
+    const native = JSON.parse(ptl(['eval', file, '--data', shortText, '--json']));
     const wasm = await engine.evaluate(fs.readFileSync(shortText));
     const d = relDiff(wasm.loss, native.loss);
     console.log(
@@ -66,9 +45,9 @@ test(`${VARIANT}: a checkpoint written by wasm loads in native ptl (info, eval)`
     assert.equal(wasm.tokens, native.tokens);
 
     // Weights only: a valid checkpoint without optimizer moments.
-    const wfile = path.join(dir, "weights.tinygpt");
+    const wfile = path.join(dir, 'weights.tinygpt');
     fs.writeFileSync(wfile, await engine.exportWeights());
-    const winfo = JSON.parse(ptl(["info", wfile, "--json"]));
+    const winfo = JSON.parse(ptl(['info', wfile, '--json']));
     assert.equal(winfo.has_optimizer_state, false);
   } finally {
     engine.dispose();
@@ -76,25 +55,16 @@ test(`${VARIANT}: a checkpoint written by wasm loads in native ptl (info, eval)`
 });
 
 test(`${VARIANT}: a native checkpoint loads in wasm, tensors byte-identical on export`, async () => {
-  const nativeFile = path.join(nativeSmallRun(), "model.tinygpt");
+  const nativeFile = path.join(nativeSmallRun(), 'model.tinygpt');
   const nativeBytes = new Uint8Array(fs.readFileSync(nativeFile));
   const engine = await Engine.fromCheckpoint(nativeBytes, module, nativeFile);
   try {
     const info = await engine.info();
     assert.equal(info.step, 50);
-    assert.deepEqual(info.model, {
-      vocab_size: 256,
-      n_layers: 3,
-      d_model: 96,
-      n_heads: 3,
-      ctx: 64,
-    });
+    assert.deepEqual(info.model, { vocab_size: 256, n_layers: 3, d_model: 96, n_heads: 3, ctx: 64 });
     const a = parseSafetensors(nativeBytes);
     const b = parseSafetensors(await engine.exportCheckpoint());
-    assert.deepEqual(
-      [...b.tensors.keys()].sort(),
-      [...a.tensors.keys()].sort(),
-    );
+    assert.deepEqual([...b.tensors.keys()].sort(), [...a.tensors.keys()].sort());
     let bytes = 0;
     for (const [name, t] of a.tensors) {
       const u = b.tensors.get(name);
@@ -104,19 +74,12 @@ test(`${VARIANT}: a native checkpoint loads in wasm, tensors byte-identical on e
       bytes += t.data.length;
     }
     assert.deepEqual(b.metadata, a.metadata);
-    console.log(
-      `# ${a.tensors.size} tensors, ${bytes} bytes identical after native -> wasm -> export`,
-    );
+    console.log(`# ${a.tensors.size} tensors, ${bytes} bytes identical after native -> wasm -> export`);
 
     // And it computes the same thing: evaluation of the same text.
-    const native = JSON.parse(
-      ptl(["eval", nativeFile, "--data", shortText, "--json"]),
-    );
+    const native = JSON.parse(ptl(['eval', nativeFile, '--data', shortText, '--json']));
     const wasm = await engine.evaluate(fs.readFileSync(shortText));
-    assert.ok(
-      relDiff(wasm.loss, native.loss) < 1e-5,
-      `evaluate: wasm ${wasm.loss} vs native ${native.loss}`,
-    );
+    assert.ok(relDiff(wasm.loss, native.loss) < 1e-5, `evaluate: wasm ${wasm.loss} vs native ${native.loss}`);
   } finally {
     engine.dispose();
   }
@@ -125,35 +88,23 @@ test(`${VARIANT}: a native checkpoint loads in wasm, tensors byte-identical on e
 // A half-precision export (`ptl export --dtype f16|bf16`) loads in wasm widened to F32: the
 // weights wasm exports again are bitwise those native ptl widens the same file to.
 test(`${VARIANT}: F16 and BF16 exports load in wasm as native ptl loads them`, async () => {
-  const nativeFile = path.join(nativeSmallRun(), "model.tinygpt");
-  for (const dtype of ["f16", "bf16"]) {
+  const nativeFile = path.join(nativeSmallRun(), 'model.tinygpt');
+  for (const dtype of ['f16', 'bf16']) {
     const half = path.join(dir, `${dtype}.tinygpt`);
     const widened = path.join(dir, `${dtype}-native-f32.tinygpt`);
-    ptl(["export", nativeFile, "--out", half, "--dtype", dtype]);
-    ptl(["export", half, "--out", widened]);
-    const engine = await Engine.fromCheckpoint(
-      new Uint8Array(fs.readFileSync(half)),
-      module,
-      half,
-    );
+    ptl(['export', nativeFile, '--out', half, '--dtype', dtype]);
+    ptl(['export', half, '--out', widened]);
+    const engine = await Engine.fromCheckpoint(new Uint8Array(fs.readFileSync(half)), module, half);
     try {
       assert.equal((await engine.info()).step, 50);
       const a = parseSafetensors(new Uint8Array(fs.readFileSync(widened)));
       const b = parseSafetensors(await engine.exportWeights());
-      assert.deepEqual(
-        [...b.tensors.keys()].sort(),
-        [...a.tensors.keys()].sort(),
-      );
+      assert.deepEqual([...b.tensors.keys()].sort(), [...a.tensors.keys()].sort());
       for (const [name, t] of a.tensors) {
-        assert.equal(b.tensors.get(name).dtype, "F32", name);
-        assert.ok(
-          Buffer.compare(b.tensors.get(name).data, t.data) === 0,
-          `${dtype}: tensor ${name} differs`,
-        );
+        assert.equal(b.tensors.get(name).dtype, 'F32', name);
+        assert.ok(Buffer.compare(b.tensors.get(name).data, t.data) === 0, `${dtype}: tensor ${name} differs`);
       }
-      const native = JSON.parse(
-        ptl(["eval", half, "--data", shortText, "--json"]),
-      );
+      const native = JSON.parse(ptl(['eval', half, '--data', shortText, '--json']));
       const wasm = await engine.evaluate(fs.readFileSync(shortText));
       assert.ok(
         relDiff(wasm.loss, native.loss) < 1e-5,
@@ -166,22 +117,21 @@ test(`${VARIANT}: F16 and BF16 exports load in wasm as native ptl loads them`, a
 });
 
 test(`${VARIANT}: importCheckpoint replaces a trainer's state; exportProgram gives the training program`, async () => {
-  const engine = await Engine.create({ preset: "tiny" }, module);
+  const engine = await Engine.create({ preset: 'tiny' }, module);
   try {
-    const nativeFile = path.join(nativeSmallRun(), "model.tinygpt");
+    const nativeFile = path.join(nativeSmallRun(), 'model.tinygpt');
     await engine.importCheckpoint(new Uint8Array(fs.readFileSync(nativeFile)));
     const info = await engine.info();
     assert.equal(info.model.d_model, 96);
     assert.equal(info.step, 50);
-    const prog = await engine.exportProgram("train");
-    assert.equal(prog.name, "train");
+    const prog = await engine.exportProgram('train');
+    assert.equal(prog.name, 'train');
     assert.ok(Array.isArray(prog.tensors) && prog.tensors.length > 0);
     assert.ok(Array.isArray(prog.ops) && prog.ops.length > 0);
     const kinds = new Set(prog.ops.map((o) => o.op));
-    for (const k of ["embedding", "attention", "cross_entropy", "adamw"])
+    for (const k of ['embedding', 'attention', 'cross_entropy', 'adamw'])
       assert.ok(kinds.has(k), `train program lacks ${k}: ${[...kinds]}`);
-    for (const which of ["eval", "forward", "generate"])
-      assert.equal((await engine.exportProgram(which)).name, which);
+    for (const which of ['eval', 'forward', 'generate']) assert.equal((await engine.exportProgram(which)).name, which);
   } finally {
     engine.dispose();
   }
