@@ -1,11 +1,28 @@
 #include "engine/half.h"
 
-#include <bit>
+#include <cstring>
 
 namespace ptl {
 
+namespace {
+
+// (Emscripten's C++ library has no std::bit_cast; memcpy compiles to the same move.)
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+
+float float_of(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+}  // namespace
+
 uint16_t f32_to_f16(float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t u = bits_of(x);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
   const uint32_t a = u & 0x7fffffff;
   if (a > 0x7f800000) return sign | 0x7e00 | static_cast<uint16_t>((a >> 13) & 0x3ff);  // NaN, made quiet
@@ -35,20 +52,20 @@ float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   const uint32_t exp = (h >> 10) & 0x1f;
   uint32_t mant = h & 0x3ff;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000 | (mant << 13));  // inf, NaN
-  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
-  if (mant == 0) return std::bit_cast<float>(sign);
+  if (exp == 0x1f) return float_of(sign | 0x7f800000 | (mant << 13));  // inf, NaN
+  if (exp != 0) return float_of(sign | ((exp + 112) << 23) | (mant << 13));
+  if (mant == 0) return float_of(sign);
   // Subnormal: normalise. The value is mant * 2^-24; shift the leading 1 up to bit 10.
   uint32_t e = 113;
   while (!(mant & 0x400)) {
     mant <<= 1;
     --e;
   }
-  return std::bit_cast<float>(sign | (e << 23) | ((mant & 0x3ff) << 13));
+  return float_of(sign | (e << 23) | ((mant & 0x3ff) << 13));
 }
 
 uint16_t f32_to_bf16(float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t u = bits_of(x);
   if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((u >> 16) | 0x0040);  // NaN, made quiet
   // Round to nearest even on the low 16 bits; a carry into the exponent is the right result,
   // including the largest finite values rounding up to infinity.
@@ -56,6 +73,6 @@ uint16_t f32_to_bf16(float x) {
   return static_cast<uint16_t>((u + 0x7fff + lsb) >> 16);
 }
 
-float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+float bf16_to_f32(uint16_t h) { return float_of(static_cast<uint32_t>(h) << 16); }
 
 }  // namespace ptl
