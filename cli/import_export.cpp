@@ -1,6 +1,7 @@
 // ptl export / ptl import: checkpoints in and out of ptl.
 //   export: the weights and metadata of a checkpoint without its optimizer state (a third of
-//           the size), for sampling, evaluating, fine-tuning or loading in PyTorch elsewhere.
+//           the size), for sampling, evaluating, fine-tuning or loading in PyTorch elsewhere;
+//           with --dtype f16 or bf16 the weights are stored in 16 bits (a sixth of the size).
 //   import: a safetensors file with the spec's parameters that another tool wrote (no ptl
 //           metadata), turned into a checkpoint ptl can sample from, evaluate and train.
 #include <cstdio>
@@ -18,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ExportArgs {
-  std::string checkpoint, out;
+  std::string checkpoint, out, dtype = "f32";
 };
 
 void run_export(const ExportArgs& a) {
@@ -26,10 +27,20 @@ void run_export(const ExportArgs& a) {
                         "--out " + a.out + " is the checkpoint being exported; choose another --out");
   const auto bytes = read_file_bytes(a.checkpoint);
   auto trainer = Trainer::from_checkpoint(bytes, a.checkpoint);
-  const auto out = trainer->save_checkpoint(false);
+  auto out = trainer->save_checkpoint(false);
+  if (a.dtype != "f32") {
+    // Every tensor of a weights-only checkpoint is an F32 parameter; the metadata stays as it is
+    // (every reader widens the weights back to F32 on load).
+    SafeTensors f = decode_safetensors(out.data(), out.size(), a.out);
+    for (auto& t : f.tensors) t.encoding = a.dtype == "f16" ? Encoding::f16 : Encoding::bf16;
+    out = encode_safetensors(f);
+  }
   write_file_atomic(a.out, out);
-  std::printf("wrote %s: %lld parameters at step %lld, %.2f MB (%s: %.2f MB; optimizer state left out)\n",
+  std::printf("wrote %s: %lld parameters at step %lld as %s, %.2f MB (%s: %.2f MB; optimizer state left out)\n",
               a.out.c_str(), (long long)trainer->model_config().param_count(), (long long)trainer->state().step,
+              a.dtype == "f32"   ? "F32"
+              : a.dtype == "f16" ? "F16"
+                                 : "BF16",
               out.size() / 1e6, a.checkpoint.c_str(), bytes.size() / 1e6);
 }
 
@@ -69,12 +80,18 @@ void add_import_export(CLI::App& app) {
       "Write a checkpoint's weights and metadata without its optimizer state (for sampling or use elsewhere)");
   ex->add_option("checkpoint", e->checkpoint, "Checkpoint to export")->required();
   ex->add_option("--out", e->out, "File to write (.tinygpt or .safetensors)")->required();
+  ex->add_option("--dtype", e->dtype,
+                 "Weights as f32 (exact), f16 or bf16 (half the size, rounded to nearest even; every ptl front "
+                 "end and python_ref widens them back to f32 on load)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
   ex->callback([e]() { run_export(*e); });
 
   auto i = std::make_shared<ImportArgs>();
   CLI::App* im = app.add_subcommand(
       "import", "Make a ptl checkpoint of a safetensors file holding this GPT's parameters (e.g. saved from PyTorch)");
-  im->add_option("file", i->file, "safetensors file with the parameter names of docs/checkpoint-format.md (F32)")
+  im->add_option("file", i->file,
+                 "safetensors file with the parameter names of docs/checkpoint-format.md (F32, F16 or BF16)")
       ->required();
   im->add_option("--out", i->out, "Checkpoint to write")->required();
   im->add_option("--heads", i->heads, "Attention heads (not in any tensor's shape; default: the matching preset's)")

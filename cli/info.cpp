@@ -74,6 +74,15 @@ void run_info(const InfoArgs& a) {
     j["step"] = c.state.step;
     j["tokens_seen"] = c.state.tokens_seen;
     j["has_optimizer_state"] = c.has_optimizer;
+    // How the weights lie in the file (a half-precision export, or F32); they are F32 once loaded.
+    // ("mixed" for a file from elsewhere that stores tensors in different dtypes.)
+    std::string dtype;
+    for (const auto& t : f.tensors) {
+      if (t.name.starts_with("optim.")) continue;
+      const char* d = t.encoding == Encoding::f16 ? "F16" : t.encoding == Encoding::bf16 ? "BF16" : "F32";
+      dtype = dtype.empty() || dtype == d ? d : "mixed";
+    }
+    j["weights_dtype"] = dtype;
     if (c.train) j["train_config"] = c.train->to_json();
     if (!c.history.empty()) {
       const auto& h = c.history.back();
@@ -96,6 +105,9 @@ void run_info(const InfoArgs& a) {
     std::printf("trained:     %lld steps, %lld tokens; optimizer state %s\n", (long long)j["step"].get<int64_t>(),
                 (long long)j["tokens_seen"].get<int64_t>(),
                 j["has_optimizer_state"].get<bool>() ? "included" : "absent");
+    if (j["weights_dtype"] != "F32")
+      std::printf("weights:     %s in the file (widened to F32 on load)\n",
+                  j["weights_dtype"].get<std::string>().c_str());
     if (j.contains("last_loss")) {
       std::printf("last loss:   step %lld, train %.4f", (long long)j["last_loss"]["step"].get<int64_t>(),
                   j["last_loss"]["train_loss"].get<double>());

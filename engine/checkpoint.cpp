@@ -95,7 +95,7 @@ CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& w
     expected.insert(t.name);
     const StoredTensor* s = f.find(t.name);
     check(s != nullptr, what + ": missing tensor '" + t.name + "'");
-    check(s->dtype == DType::f32, what + ": tensor '" + t.name + "' must be F32");
+    check(s->dtype == DType::f32, what + ": tensor '" + t.name + "' is I32; it must be F32 (or F16 or BF16)");
     check(s->shape == t.shape, what + ": tensor '" + t.name + "' has shape " + shape_str(s->shape) +
                                    " but the config needs " + shape_str(t.shape));
   }

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "engine/error.h"
+#include "engine/half.h"
 
 namespace ptl {
 
@@ -34,7 +35,9 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1024 * 1024;
 
 // Local names so this file does not depend on program.cpp.
-const char* dtype_name(DType d) {
+const char* dtype_name(DType d, Encoding e = Encoding::as_dtype) {
+  if (e == Encoding::f16) return "F16";
+  if (e == Encoding::bf16) return "BF16";
   switch (d) {
     case DType::f32:
       return "F32";
@@ -53,15 +56,15 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// Bytes of numel 4-byte elements; false for a negative dimension or a size above `limit`.
-bool element_bytes(const std::vector<int64_t>& shape, uint64_t limit, uint64_t* out) {
+// Bytes of numel elements of `size` bytes; false for a negative dimension or a size above `limit`.
+bool element_bytes(const std::vector<int64_t>& shape, uint64_t limit, uint64_t* out, uint64_t size = 4) {
   for (int64_t d : shape)
     if (d < 0) return false;
   if (std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end()) {
     *out = 0;
     return true;
   }
-  uint64_t n = 4;
+  uint64_t n = size;
   for (int64_t d : shape) {
     const uint64_t u = static_cast<uint64_t>(d);
     if (n > limit / u) return false;
@@ -138,12 +141,17 @@ std::vector<uint8_t> encode_safetensors(const SafeTensors& st) {
     check(bytes == t.data.size(), "safetensors: tensor " + quote(t.name) + " holds " + std::to_string(t.data.size()) +
                                       " bytes but dtype " + dtype_name(t.dtype) + " x shape " + shape_string(t.shape) +
                                       " needs " + std::to_string(bytes));
+    const bool half = t.encoding != Encoding::as_dtype;
+    check(!half || t.dtype == DType::f32, "safetensors: tensor " + quote(t.name) + " is " + dtype_name(t.dtype) +
+                                              " and cannot be stored as " + dtype_name(t.dtype, t.encoding) +
+                                              " (only F32 tensors can)");
+    const uint64_t file_bytes = half ? bytes / 2 : bytes;
     nlohmann::ordered_json info = nlohmann::ordered_json::object();
-    info["dtype"] = dtype_name(t.dtype);
+    info["dtype"] = dtype_name(t.dtype, t.encoding);
     info["shape"] = t.shape;
-    info["data_offsets"] = {offset, offset + bytes};
+    info["data_offsets"] = {offset, offset + file_bytes};
     header[t.name] = std::move(info);
-    offset += bytes;
+    offset += file_bytes;
   }
   std::string text;
   try {
@@ -165,8 +173,17 @@ std::vector<uint8_t> encode_safetensors(const SafeTensors& st) {
   std::memcpy(o + 8, text.data(), text.size());
   o += 8 + text.size();
   for (const auto& t : st.tensors) {
-    if (!t.data.empty()) std::memcpy(o, t.data.data(), t.data.size());
-    o += t.data.size();
+    if (t.encoding == Encoding::as_dtype) {
+      if (!t.data.empty()) std::memcpy(o, t.data.data(), t.data.size());
+      o += t.data.size();
+      continue;
+    }
+    const float* x = t.f32();
+    const size_t n = t.data.size() / 4;
+    for (size_t i = 0; i < n; ++i, o += 2) {
+      const uint16_t h = t.encoding == Encoding::f16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::memcpy(o, &h, 2);  // little-endian
+    }
   }
   return out;
 }
@@ -242,12 +259,15 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
     const std::string dtype = info.at("dtype").get<std::string>();
     StoredTensor t;
     t.name = name;
-    if (dtype == "F32")
+    if (dtype == "F32" || dtype == "F16" || dtype == "BF16")
       t.dtype = DType::f32;
     else if (dtype == "I32")
       t.dtype = DType::i32;
     else
-      fail(src + tname + " has dtype " + dtype + "; only F32 and I32 are supported");
+      fail(src + tname + " has dtype " + dtype + "; only F32, F16, BF16 and I32 are supported");
+    if (dtype == "F16") t.encoding = Encoding::f16;
+    if (dtype == "BF16") t.encoding = Encoding::bf16;
+    const uint64_t element_size = t.encoding == Encoding::as_dtype ? 4 : 2;
 
     check(info.contains("shape") && info.at("shape").is_array(), src + tname + " has no shape array");
     for (const auto& d : info.at("shape")) {
@@ -264,7 +284,7 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
     check(begin <= end, src + tname + " data_offsets " + offs_str + " end before they begin");
 
     uint64_t expect = 0;
-    const bool fits = element_bytes(t.shape, std::numeric_limits<uint64_t>::max(), &expect);
+    const bool fits = element_bytes(t.shape, std::numeric_limits<uint64_t>::max(), &expect, element_size);
     check(fits && end - begin == expect, src + tname + " data_offsets " + offs_str + " do not match dtype " + dtype +
                                              " x shape " + shape_string(t.shape) + " (" +
                                              (fits ? std::to_string(expect) : std::string("too many")) + " bytes)");
@@ -293,12 +313,24 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
   check(pos == data_size,
         src + "data area has " + std::to_string(data_size - pos) + " trailing bytes that belong to no tensor");
 
-  // Copy the bytes, and keep the tensors in file order (data_offsets) rather than JSON key order.
+  // Copy the bytes (F16 and BF16 widened to F32), and keep the tensors in file order (data_offsets)
+  // rather than JSON key order.
   std::vector<StoredTensor> ordered;
   ordered.reserve(spans.size());
   for (const auto& s : spans) {
     StoredTensor& t = st.tensors[s.index];
-    t.data.assign(data + s.begin, data + s.end);
+    if (t.encoding == Encoding::as_dtype) {
+      t.data.assign(data + s.begin, data + s.end);
+    } else {
+      const size_t n = static_cast<size_t>((s.end - s.begin) / 2);
+      t.data.resize(n * 4);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, data + s.begin + 2 * i, 2);  // little-endian
+        const float x = t.encoding == Encoding::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+        std::memcpy(t.data.data() + 4 * i, &x, 4);
+      }
+    }
     ordered.push_back(std::move(t));
   }
   st.tensors = std::move(ordered);

@@ -12,11 +12,18 @@
 
 namespace ptl {
 
+// How a tensor's elements lie in the file. In memory every tensor is F32 or I32 (4-byte elements
+// in `data`); F16 and BF16 are file encodings of an F32 tensor, for half-size weight files.
+// Decoding widens them to F32, exactly, and records the encoding here; encoding an F32 tensor
+// marked f16 or bf16 narrows it, rounding to nearest even (engine/half.h).
+enum class Encoding { as_dtype, f16, bf16 };
+
 struct StoredTensor {
   std::string name;
-  DType dtype = DType::f32;  // stored as "F32" / "I32"
+  DType dtype = DType::f32;  // stored as "F32" / "I32", unless `encoding` says F16 or BF16
   std::vector<int64_t> shape;
-  std::vector<uint8_t> data;  // little-endian bytes, numel * 4
+  std::vector<uint8_t> data;  // little-endian bytes, numel * 4 (F16 and BF16 widened to F32)
+  Encoding encoding = Encoding::as_dtype;
 
   int64_t numel() const;
   const float* f32() const { return reinterpret_cast<const float*>(data.data()); }
@@ -30,9 +37,11 @@ struct SafeTensors {
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data);
 };
 
-// Encode to bytes. Tensors are laid out in order, 8-byte aligned header per the format.
+// Encode to bytes. Tensors are laid out in order, 8-byte aligned header per the format; F32 tensors
+// with an f16 or bf16 `encoding` are narrowed to 2-byte elements.
 std::vector<uint8_t> encode_safetensors(const SafeTensors&);
-// Decode, validating everything: header length within the file, valid JSON, known dtypes, offsets
+// Decode, validating everything: header length within the file, valid JSON, known dtypes (F32,
+// I32, and F16 / BF16, which arrive widened to F32), offsets
 // that lie inside the data area, don't overlap and match dtype x shape. Throws ptl::Error naming
 // the problem (`what` names the source, e.g. the file path, for the message).
 SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::string& what = "checkpoint");

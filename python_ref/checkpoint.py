@@ -5,7 +5,7 @@ The container is safetensors:
     [8 bytes]  N, the header length, unsigned 64-bit little-endian
     [N bytes]  JSON header:
                  {"__metadata__": {str: str, ...},
-                  "<tensor name>": {"dtype": "F32" | "I32",
+                  "<tensor name>": {"dtype": "F32" | "F16" | "BF16" | "I32",
                                     "shape": [...],
                                     "data_offsets": [begin, end]},   # relative to the data area
                   ...}
@@ -13,7 +13,9 @@ The container is safetensors:
     [...]      the raw little-endian tensor bytes, contiguous, in header order
 
 A model checkpoint holds the parameters under their spec names (tok_emb.weight, ...), and
-optionally the AdamW moments as optim.m.<name> and optim.v.<name>. The metadata strings
+optionally the AdamW moments as optim.m.<name> and optim.v.<name>. A half-precision export
+(`ptl export --dtype f16|bf16`) stores the weights as F16 or BF16; they load widened to float32,
+exactly, so that every model here computes in float32 whatever the file held. The metadata strings
 describe the model (model_config, tokenizer) and the run (train_config, train_state,
 loss_history), most of them as JSON text.
 
@@ -37,6 +39,17 @@ _DTYPES = {  # file dtype -> (numpy little-endian dtype, torch dtype)
     "F32": (np.dtype("<f4"), torch.float32),
     "I32": (np.dtype("<i4"), torch.int32),
 }
+# Storage-only dtypes, read widened to float32 (numpy has no bfloat16: its 16 bits are the high
+# half of a float32, so they are shifted into place).
+_HALF_DTYPES = {"F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
+
+
+def _widen(array, dtype):
+    if dtype == "F16":
+        return array.astype(np.float32)
+    return (array.astype(np.uint32) << 16).view(np.float32)
+
+
 _TORCH_TO_FILE = {torch.float32: "F32", torch.int32: "I32"}
 
 
@@ -57,16 +70,20 @@ def load_checkpoint(path):
     entries = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
     state_dict = {}
     for name, info in entries:
-        if info["dtype"] not in _DTYPES:
-            raise ValueError(f"{path}: tensor {name}: unsupported dtype {info['dtype']}")
-        np_dtype, _ = _DTYPES[info["dtype"]]
+        dtype = info["dtype"]
+        if dtype not in _DTYPES and dtype not in _HALF_DTYPES:
+            raise ValueError(f"{path}: tensor {name} has dtype {dtype}; only F32, F16, BF16 and I32 are supported")
+        np_dtype = _HALF_DTYPES[dtype] if dtype in _HALF_DTYPES else _DTYPES[dtype][0]
         begin, end = info["data_offsets"]
         shape = list(info["shape"])
         numel = int(np.prod(shape)) if shape else 1
         if not (0 <= begin <= end <= len(data)) or end - begin != numel * np_dtype.itemsize:
             raise ValueError(f"{path}: tensor {name}: bad data_offsets {begin}..{end} for shape {shape}")
         array = np.frombuffer(data[begin:end], dtype=np_dtype).reshape(shape)
-        state_dict[name] = torch.from_numpy(array.astype(np_dtype.newbyteorder("="), copy=True))
+        if dtype in _HALF_DTYPES:
+            state_dict[name] = torch.from_numpy(_widen(array, dtype))
+        else:
+            state_dict[name] = torch.from_numpy(array.astype(np_dtype.newbyteorder("="), copy=True))
     return state_dict, dict(metadata)
 
 

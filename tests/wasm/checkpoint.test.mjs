@@ -85,6 +85,37 @@ test(`${VARIANT}: a native checkpoint loads in wasm, tensors byte-identical on e
   }
 });
 
+// A half-precision export (`ptl export --dtype f16|bf16`) loads in wasm widened to F32: the
+// weights wasm exports again are bitwise those native ptl widens the same file to.
+test(`${VARIANT}: F16 and BF16 exports load in wasm as native ptl loads them`, async () => {
+  const nativeFile = path.join(nativeSmallRun(), 'model.tinygpt');
+  for (const dtype of ['f16', 'bf16']) {
+    const half = path.join(dir, `${dtype}.tinygpt`);
+    const widened = path.join(dir, `${dtype}-native-f32.tinygpt`);
+    ptl(['export', nativeFile, '--out', half, '--dtype', dtype]);
+    ptl(['export', half, '--out', widened]);
+    const engine = await Engine.fromCheckpoint(new Uint8Array(fs.readFileSync(half)), module, half);
+    try {
+      assert.equal((await engine.info()).step, 50);
+      const a = parseSafetensors(new Uint8Array(fs.readFileSync(widened)));
+      const b = parseSafetensors(await engine.exportWeights());
+      assert.deepEqual([...b.tensors.keys()].sort(), [...a.tensors.keys()].sort());
+      for (const [name, t] of a.tensors) {
+        assert.equal(b.tensors.get(name).dtype, 'F32', name);
+        assert.ok(Buffer.compare(b.tensors.get(name).data, t.data) === 0, `${dtype}: tensor ${name} differs`);
+      }
+      const native = JSON.parse(ptl(['eval', half, '--data', shortText, '--json']));
+      const wasm = await engine.evaluate(fs.readFileSync(shortText));
+      assert.ok(
+        relDiff(wasm.loss, native.loss) < 1e-5,
+        `${dtype} evaluate: wasm ${wasm.loss} vs native ${native.loss}`,
+      );
+    } finally {
+      engine.dispose();
+    }
+  }
+});
+
 test(`${VARIANT}: importCheckpoint replaces a trainer's state; exportProgram gives the training program`, async () => {
   const engine = await Engine.create({ preset: 'tiny' }, module);
   try {

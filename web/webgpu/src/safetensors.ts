@@ -1,9 +1,36 @@
 // The safetensors container (docs/checkpoint-format.md): u64 little-endian header length N, a
 // JSON header {"__metadata__": {str: str}, name: {dtype, shape, data_offsets: [begin, end)}},
 // padded with spaces so that 8 + N is a multiple of 8, then the raw little-endian tensor bytes.
-// Only F32 and I32 exist in ptl files.
+// Tensors are F32 or I32 in memory. A half-precision export (`ptl export --dtype f16|bf16`)
+// stores F32 weights as F16 or BF16: decoding widens them to F32 (exactly), as the engine does.
 
 export type StDType = 'F32' | 'I32';
+type FileDType = StDType | 'F16' | 'BF16';
+const elementBytes: Record<FileDType, number> = { F32: 4, I32: 4, F16: 2, BF16: 2 };
+
+// IEEE binary16 to a float32 value (exact: every F16 is a float32).
+function f16ToF32(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >> 10) & 0x1f;
+  const mant = h & 0x3ff;
+  if (exp === 0x1f) return mant ? NaN : sign * Infinity;
+  if (exp === 0) return sign * mant * 2 ** -24; // subnormal (or zero, keeping its sign)
+  return sign * (1024 + mant) * 2 ** (exp - 25);
+}
+
+function widen(raw: Uint8Array, dtype: 'F16' | 'BF16'): Float32Array {
+  const n = raw.byteLength / 2;
+  const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
+  const out = new Float32Array(n);
+  if (dtype === 'F16') {
+    for (let i = 0; i < n; ++i) out[i] = f16ToF32(view.getUint16(2 * i, true));
+  } else {
+    // BF16 is the high half of a float32: place its bits there.
+    const bits = new Uint32Array(out.buffer);
+    for (let i = 0; i < n; ++i) bits[i] = view.getUint16(2 * i, true) << 16;
+  }
+  return out;
+}
 
 export interface StTensor {
   name: string;
@@ -59,7 +86,9 @@ export function decodeSafeTensors(bytes: Uint8Array, what = 'checkpoint'): SafeT
   for (const [name, e] of Object.entries(h)) {
     if (name === '__metadata__') continue;
     const t = e as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-    if (t.dtype !== 'F32' && t.dtype !== 'I32') fail(`tensor '${name}' has unsupported dtype ${String(t.dtype)}`);
+    if (typeof t.dtype !== 'string' || !Object.hasOwn(elementBytes, t.dtype))
+      fail(`tensor '${name}' has dtype ${String(t.dtype)}; only F32, F16, BF16 and I32 are supported`);
+    const dtype = t.dtype as FileDType;
     if (!Array.isArray(t.shape) || !t.shape.every((s) => Number.isInteger(s) && s >= 0))
       fail(`tensor '${name}' has a bad shape`);
     if (!Array.isArray(t.data_offsets) || t.data_offsets.length !== 2) fail(`tensor '${name}' has bad data_offsets`);
@@ -67,11 +96,16 @@ export function decodeSafeTensors(bytes: Uint8Array, what = 'checkpoint'): SafeT
     const shape = t.shape as number[];
     if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && end >= begin && end <= dataLen))
       fail(`tensor '${name}' has offsets outside the data area`);
-    if (end - begin !== 4 * numel(shape))
-      fail(`tensor '${name}' has ${end - begin} bytes but its shape needs ${4 * numel(shape)}`);
+    const need = elementBytes[dtype] * numel(shape);
+    if (end - begin !== need) fail(`tensor '${name}' has ${end - begin} bytes but ${dtype} x its shape needs ${need}`);
     const raw = bytes.slice(dataStart + begin, dataStart + end); // copy: aligned
-    const data = t.dtype === 'F32' ? new Float32Array(raw.buffer) : new Int32Array(raw.buffer);
-    tensors.push({ name, dtype: t.dtype as StDType, shape, data, begin, end });
+    const data =
+      dtype === 'F16' || dtype === 'BF16'
+        ? widen(raw, dtype)
+        : dtype === 'F32'
+          ? new Float32Array(raw.buffer)
+          : new Int32Array(raw.buffer);
+    tensors.push({ name, dtype: dtype === 'I32' ? 'I32' : 'F32', shape, data, begin, end });
   }
   tensors.sort((a, b) => a.begin - b.begin);
   let pos = 0;

@@ -54,7 +54,9 @@ rmSync(join(OUT, 'train.json'), { force: true });
 rmSync(join(OUT, 'generate.json'), { force: true });
 rmSync(join(OUT, 'inspect.json'), { force: true });
 const files = (
-  process.argv.length > 2 ? process.argv.slice(2) : ['executor', 'kernels', 'dropout', 'generate', 'inspect', 'train']
+  process.argv.length > 2
+    ? process.argv.slice(2)
+    : ['executor', 'safetensors', 'kernels', 'dropout', 'generate', 'inspect', 'train']
 ).map((f) => join(PKG, 'test', `${f}.test.mjs`));
 const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', ...files], {
   stdio: 'inherit',
