@@ -45,7 +45,7 @@
 # Not -e: a stage that fails (a timeout, a crashed benchmark) is logged and the next one still runs,
 # so that one run of the machine's time brings back every figure it could.
 set -uo pipefail
-usage() { sed -n '7,46p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '7,44p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in
   sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss) ;;
   -h|--help) usage; exit 0 ;;
