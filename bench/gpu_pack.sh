@@ -10,16 +10,18 @@
 #   webgpu/, dawn.node.xz                the npm package `webgpu` and its Linux x64 Dawn binary
 #   gl/*.deb                             the Vulkan / EGL loader packages (apt-get download)
 #   engine-version                       `git describe` of this checkout, for the results' header
-# and builds web/webgpu/dist; with --wasm also build-wasm/simd-threads and web/engine/dist (the WASM side
-# of `bench/gpu_run.sh full`). Needs what scripts/setup.sh installs (the npm packages included).
-# Then prints the paths to carry to the GPU machine.
+# and builds web/webgpu/dist; with --wasm also build-wasm/simd-threads and web/engine/dist: the WASM side
+# of `bench/gpu_run.sh full`, and the engine that drives `bench/gpu_run.sh train` and `time_to_loss`
+# (web/webgpu/bin/train.mjs). Those modes need all four carried: [".gpu", "web/webgpu/dist",
+# "web/engine/dist", "build-wasm/simd-threads"]. Needs what scripts/setup.sh installs (the npm
+# packages included). Then prints the paths to carry to the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wasm=0
 case "${1:-}" in
   "") ;;
   --wasm) wasm=1 ;;
-  -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench/gpu_pack.sh: unknown argument '$1' (--wasm, --help)" >&2; exit 2 ;;
 esac
 (($# <= 1)) || { echo "bench/gpu_pack.sh: one argument at most" >&2; exit 2; }
@@ -60,4 +62,4 @@ if ((wasm)); then
   carry+=', "web/engine/dist", "build-wasm/simd-threads"'
 fi
 du -sh .gpu
-echo "carry to the GPU machine: [$carry] (64 MiB in all at most), then run there: bench/gpu_run.sh full|matmul3|... OUTDIR"
+echo "carry to the GPU machine: [$carry] (64 MiB in all at most), then run there: bench/gpu_run.sh full|matmul3|train|... OUTDIR"

@@ -4,7 +4,7 @@
 # the WebAssembly SIMD+threads build on the machine's CPU cores, then bench/gpu_merge.py puts
 # them side by side (JSON lines with ratio / speedup fields).
 #
-#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full [OUTDIR]
+#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss [OUTDIR]
 # Results (bench/header.py's line first, <card> from nvidia-smi's name: h200, h100, ...):
 #   full: OUTDIR/webgpu_vs_cuda_<card>.jsonl   matmul3: OUTDIR/webgpu_matmul_<card>.jsonl
 #   layernorm: OUTDIR/webgpu_layernorm_<card>.jsonl; every stage's raw output in OUTDIR/raw/.
@@ -31,14 +31,25 @@
 #   gpu:   every preset: WebGPU matmuls (3 layouts; 4096^3 median of 3), training steps, the
 #          matmul variants, PyTorch (cuBLAS matmuls, training steps); wasm: the WASM steps.
 #   full:  gpu then wasm, then the merge.
+#   train: a training run on the GPU with web/webgpu/bin/train.mjs (the WebAssembly engine drives
+#          it: data, schedule, validation on the CPU, checkpoints): TRAIN_ARGS are its options (e.g.
+#          TRAIN_ARGS="--preset medium --steps 5000 --eval-every 250"); into OUTDIR/train/: model.tinygpt,
+#          metrics.jsonl, samples.txt, train.log (its progress), result.json (its summary line).
+#          It stops itself (SIGINT: saves, exits) after TRAIN_S seconds (default 540); continue
+#          with TRAIN_ARGS="--resume OUTDIR/train/model.tinygpt --out OUTDIR/train" on a later call
+#          (the checkpoint and logs carried back). Needs carry [".gpu", "web/webgpu/dist",
+#          "web/engine/dist", "build-wasm/simd-threads"] (bench/gpu_pack.sh --wasm).
+#   time_to_loss: bench/time_to_loss (TTL_ARGS, default "--max-s 270": native ptl on 2 CPU threads,
+#          then WebGPU, each stopped at its lowest target or after 270 s) into
+#          OUTDIR/time_to_loss_<card>.jsonl, the runs in OUTDIR/raw/time_to_loss/. Same carry as train.
 # Not -e: a stage that fails (a timeout, a crashed benchmark) is logged and the next one still runs,
 # so that one run of the machine's time brings back every figure it could.
 set -uo pipefail
-usage() { sed -n '7,17p;18,33p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '7,44p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in
-  sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full) ;;
+  sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss) ;;
   -h|--help) usage; exit 0 ;;
-  *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm or full), got '${1:-}'" >&2; exit 2 ;;
+  *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm, full, train or time_to_loss), got '${1:-}'" >&2; exit 2 ;;
 esac
 mode=$1
 (($# <= 2)) || { echo "bench/gpu_run.sh: two arguments at most (the mode and the output folder)" >&2; exit 2; }
@@ -149,6 +160,30 @@ if [[ $mode == layernorm ]]; then
   [[ -s $out/webgpu_layernorm.jsonl ]] && { header webgpu_layernorm; cat "$out/webgpu_layernorm.jsonl"; } > "$results/webgpu_layernorm_$card.jsonl"
   if [[ ${TESTS:-1} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
   exit 0
+fi
+if [[ $mode == train || $mode == time_to_loss ]]; then
+  for p in web/engine/dist/index.js build-wasm/simd-threads/ptl_engine.wasm web/webgpu/dist/index.js; do
+    [[ -f $p ]] || { echo "bench/gpu_run.sh $mode: $p is missing (bench/gpu_pack.sh --wasm makes it; carry it)" >&2; exit 1; }
+  done
+  # train.mjs imports the engine by its package name: the workspace link npm would make.
+  mkdir -p web/node_modules/@posttrainllm
+  [[ -e web/node_modules/@posttrainllm/engine ]] || ln -sfn ../../engine web/node_modules/@posttrainllm/engine
+fi
+if [[ $mode == train ]]; then
+  mkdir -p "$results/train"
+  # SIGINT first (the trainer saves its checkpoint and exits), a kill 30 s later if it hangs.
+  # shellcheck disable=SC2086  # TRAIN_ARGS is a list of options
+  timeout -s INT -k 30 "${TRAIN_S:-540}" node web/webgpu/bin/train.mjs --out "$results/train" --overwrite ${TRAIN_ARGS:-} \
+    > "$results/train/result.json" 2> >(tee "$results/train/train.log" >&2)
+  rc=$?
+  echo "train rc=$rc" >> "$out/env.txt"
+  exit $rc
+fi
+if [[ $mode == time_to_loss ]]; then
+  # shellcheck disable=SC2086  # TTL_ARGS is a list of options
+  python3 bench/time_to_loss --ptl "${PTL_BIN:-.gpu/bin/ptl}" --work "$out/time_to_loss" --out "$results/time_to_loss_$card.jsonl" \
+    --header-command "bench/gpu_run.sh time_to_loss (TTL_ARGS=${TTL_ARGS:---max-s 270})" ${TTL_ARGS:---max-s 270} 2>&1 | tee "$out/time_to_loss.log"
+  exit "${PIPESTATUS[0]}"
 fi
 P=${PRESETS:-tiny,small,medium,large,xl,huge,massive,mega,behemoth}
 if [[ $mode == full || $mode == gpu ]]; then

@@ -38,3 +38,4 @@ export {
   type IncludeAliases,
 } from './kernels.js';
 export { linearTiledSource, parseTiled, tiledName, TILED_DEFAULT, type TiledConfig } from './linear_gen.js';
+export { engineTensors, copyToEngine, type EngineState } from './engine-link.js';

@@ -49,6 +49,14 @@ if (!prebuilt) {
   sh('cmake', ['--build', build, '--target', 'ptl', 'ptl_program_run']);
 }
 
+// bin/train.mjs (the train-cli test) imports the engine's TypeScript API: its JavaScript, when missing.
+if (!existsSync(join(REPO, 'web', 'engine', 'dist', 'index.js')))
+  sh(process.execPath, [
+    join(REPO, 'web', 'node_modules', 'typescript', 'bin', 'tsc'),
+    '-p',
+    join(REPO, 'web', 'engine'),
+  ]);
+
 rmSync(join(OUT, 'kernels.json'), { force: true });
 rmSync(join(OUT, 'train.json'), { force: true });
 rmSync(join(OUT, 'generate.json'), { force: true });
@@ -56,7 +64,7 @@ rmSync(join(OUT, 'inspect.json'), { force: true });
 const files = (
   process.argv.length > 2
     ? process.argv.slice(2)
-    : ['executor', 'safetensors', 'kernels', 'dropout', 'generate', 'inspect', 'train']
+    : ['executor', 'safetensors', 'kernels', 'dropout', 'generate', 'inspect', 'train', 'train-cli']
 ).map((f) => join(PKG, 'test', `${f}.test.mjs`));
 const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', ...files], {
   stdio: 'inherit',

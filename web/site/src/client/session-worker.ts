@@ -11,6 +11,8 @@
 // loader uses importScripts.
 import { Engine, EngineError, LoadedModule, loadModule, type StepEvents } from '@posttrainllm/engine';
 import {
+  copyToEngine,
+  engineTensors,
   type Executor,
   type StepLoss,
   WebGPUBackend,
@@ -101,32 +103,6 @@ async function gpuDevice(): Promise<{ device: GPUDevice; adapter: string }> {
   });
   const a = adapter.info;
   return { device, adapter: [a.vendor, a.architecture, a.description].filter((x) => x).join(' ') || 'WebGPU adapter' };
-}
-
-/** The engine's state tensors as they are now (parameters, adapters, AdamW moments once present), for a GPU to load. */
-function engineTensors(e: Engine): { name: string; shape: number[]; data: Float32Array }[] {
-  return e
-    .tensorNames()
-    .filter((t) => t.present)
-    .map((t) => ({ name: t.name, shape: t.shape, data: e.readTensor(t.name) }));
-}
-
-/**
- * Writes what a GPU's training changed back into the engine, tensor by tensor: the trainable
- * parameters (those with AdamW moments: every parameter, or only the LoRA adapters) and their
- * moments, then the GPU's step count. Every trainable parameter must be on the GPU; moments the
- * GPU has not made yet (no step ran there) stay as they are.
- */
-async function copyToEngine(e: Engine, be: WebGPUBackend, step: number): Promise<void> {
-  const names = e.tensorNames().map((t) => t.name);
-  const all = new Set(names);
-  const trained = names.filter((n) => n.startsWith('optim.') || all.has(`optim.m.${n}`));
-  const missing = trained.find((n) => !n.startsWith('optim.') && !be.store.has(n));
-  if (missing) throw new EngineError(`tensor '${missing}' is not on the GPU`, 'webgpu');
-  const onGpu = trained.filter((n) => be.store.has(n));
-  const data = await be.read(onGpu.map((n) => be.store.get(n)!));
-  for (const n of onGpu) e.writeTensor(n, data.get(n) as Float32Array);
-  e.setStep(step);
 }
 
 /** A WebGPU device holding the engine's current weights and AdamW moments. */
