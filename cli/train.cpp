@@ -146,6 +146,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     if (!inspect_checkpoint(decode_safetensors(bytes.data(), bytes.size(), a.resume), a.resume).has_optimizer)
       std::printf("note: %s has no optimizer state (a merged or fine-tuned model): AdamW's moments start from zero\n",
                   a.resume.c_str());
+    const TrainConfig planned = tc;
     if (given("--steps")) tc.steps = a.steps;
     if (given("--lr")) tc.lr = a.lr;
     if (given("--schedule")) tc.schedule = a.schedule;
@@ -154,6 +155,8 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     if (given("--data")) tc.data_path = fs::absolute(a.data).string();
     tc.validate();
     const int64_t at = trainer->state().step;
+    // More (or fewer) steps stretch the cosine from the rate reached, instead of restarting it.
+    tc = continue_schedule(planned, tc, at);
     check(at < tc.steps, given("--steps")
                              ? a.resume + " is already at step " + std::to_string(at) + " of --steps " +
                                    std::to_string(tc.steps) + "; give --steps above " + std::to_string(at) +

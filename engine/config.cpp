@@ -78,10 +78,44 @@ double TrainConfig::lr_at(int64_t step) const {
   if (schedule == "constant") return lr;
   // Linear warm-up from lr/W to lr, then cosine decay to min_lr_frac * lr at the last step.
   const int64_t W = warmup_steps();
+  const double lr_min = min_lr_frac * lr;
+  if (decay_from_step >= 0 && step >= decay_from_step) {
+    const double progress =
+        std::min(1.0, double(step - decay_from_step) / double(std::max<int64_t>(1, steps - decay_from_step)));
+    return lr_min + 0.5 * (decay_from_lr - lr_min) * (1.0 + std::cos(M_PI * progress));
+  }
   if (step < W) return lr * double(step + 1) / double(W);
   const double progress = std::min(1.0, double(step - W) / double(std::max<int64_t>(1, steps - W)));
-  const double lr_min = min_lr_frac * lr;
   return lr_min + 0.5 * (lr - lr_min) * (1.0 + std::cos(M_PI * progress));
+}
+
+TrainConfig continue_schedule(const TrainConfig& before, TrainConfig after, int64_t step) {
+  const bool same_curve = after.schedule == "cosine" && before.schedule == "cosine" && after.lr == before.lr &&
+                          after.min_lr_frac == before.min_lr_frac &&
+                          (after.warmup == before.warmup || after.warmup < 0);
+  if (!same_curve) {
+    // A new rate or schedule was asked for: it applies as given.
+    after.decay_from_step = -1;
+    after.decay_from_lr = 0;
+    return after;
+  }
+  if (after.steps == before.steps) {
+    after.warmup = before.warmup;
+    after.decay_from_step = before.decay_from_step;
+    after.decay_from_lr = before.decay_from_lr;
+    return after;
+  }
+  // The automatic warm-up depends on `steps`: the run keeps the one it had.
+  after.warmup = before.warmup_steps();
+  if (step < after.warmup) {
+    // Still warming up: the warm-up ends at the peak as before, the cosine then spans the new length.
+    after.decay_from_step = -1;
+    after.decay_from_lr = 0;
+    return after;
+  }
+  after.decay_from_step = step;
+  after.decay_from_lr = before.lr_at(step);
+  return after;
 }
 
 void TrainConfig::validate() const {
@@ -93,6 +127,8 @@ void TrainConfig::validate() const {
   dropout::check_rate(dropout, "dropout");
   check(eval_every >= 0 && sample_every >= 0, "eval_every and sample_every must not be negative");
   check(eval_batches >= 1, "eval_batches must be at least 1");
+  check(decay_from_step < 0 || (std::isfinite(decay_from_lr) && decay_from_lr > 0),
+        "decay_from_lr must be a positive number when decay_from_step is set");
 }
 
 nlohmann::json TrainConfig::to_json() const {
@@ -112,7 +148,9 @@ nlohmann::json TrainConfig::to_json() const {
           {"eval_every", eval_every},
           {"eval_batches", eval_batches},
           {"sample_every", sample_every},
-          {"data_path", data_path}};
+          {"data_path", data_path},
+          {"decay_from_step", decay_from_step},
+          {"decay_from_lr", decay_from_lr}};
 }
 
 TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
@@ -140,6 +178,8 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
     opt("eval_batches", c.eval_batches);
     opt("sample_every", c.sample_every);
     opt("data_path", c.data_path);
+    opt("decay_from_step", c.decay_from_step);
+    opt("decay_from_lr", c.decay_from_lr);
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("train config: ") + e.what());
   }

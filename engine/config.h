@@ -46,6 +46,10 @@ struct TrainConfig {
   int eval_batches = 8;        // windows of the validation split: eval_batches * batch
   int64_t sample_every = 500;  // sample text every N steps (0 = never)
   std::string data_path;       // corpus the run was trained on (for `ptl eval` without --data)
+  // Set when a cosine run was resumed with a different `steps` (continue_schedule): from 0-based
+  // step decay_from_step on, the cosine runs from decay_from_lr down to the minimum at `steps`.
+  int64_t decay_from_step = -1;  // -1: none, the plain warm-up + cosine
+  double decay_from_lr = 0;
 
   int64_t warmup_steps() const;
   double lr_at(int64_t step) const;  // learning rate for 0-based step `step`
@@ -53,5 +57,10 @@ struct TrainConfig {
   nlohmann::json to_json() const;
   static TrainConfig from_json(const nlohmann::json& j);
 };
+
+// The config to train with from 0-based step `step` on, when a run planned as `before` resumes
+// as `after` (docs/model.md, "Learning rate"): a changed `steps` on an unchanged cosine keeps the
+// warm-up length and continues from the rate `before` had reached, so the rate never jumps.
+TrainConfig continue_schedule(const TrainConfig& before, TrainConfig after, int64_t step);
 
 }  // namespace ptl

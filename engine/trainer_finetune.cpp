@@ -10,6 +10,9 @@ namespace ptl {
 void Trainer::start_finetune(const TrainConfig& train) {
   train.validate();
   train_ = train;
+  // A fresh run: the base run's resumed-schedule point (config.h) is not this run's.
+  train_.decay_from_step = -1;
+  train_.decay_from_lr = 0;
   state_ = TrainState();  // () not {}: clang rejects {} (Rng's default constructor is explicit)
   state_.data_rng = rng_for(train_.seed, "data");
   history_.clear();

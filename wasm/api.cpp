@@ -364,7 +364,8 @@ EMSCRIPTEN_KEEPALIVE int ptl_update_train_config(int h, const char* json_text) {
                          "' cannot change on an existing trainer (it is built into the training program)");
           cur[it.key()] = it.value();
         }
-        tc = ptl::TrainConfig::from_json(cur);  // validates before anything changes
+        // validates before anything changes; a new length continues the rate reached (docs/model.md)
+        tc = ptl::continue_schedule(tc, ptl::TrainConfig::from_json(cur), s.trainer->state().step);
         return 0;
       },
       -1);

@@ -53,6 +53,9 @@ export interface TrainConfig {
   eval_batches: number;
   sample_every: number;
   data_path: string;
+  /** Where a resume with another `steps` stretched the cosine (docs/model.md); -1: none. */
+  decay_from_step: number;
+  decay_from_lr: number;
 }
 
 /** A fresh model: a preset (default "small") with optional overrides. */

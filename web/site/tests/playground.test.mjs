@@ -150,7 +150,7 @@ test('WebGPU (SwiftShader): auto skips a software adapter; chosen, Tiny trains 3
     // SwiftShader emulates the GPU on the CPU, far slower than WebAssembly: Auto takes WebAssembly.
     await page.selectOption('#backend', 'auto');
     await page.waitForFunction(() => document.body.dataset.backend === 'wasm');
-    assert.match(await page.textContent('#backend-info'), /adapter \(.*swiftshader.*\) runs on the CPU/i);
+    assert.match(await page.textContent('#backend-info'), /WebGPU \(.*swiftshader.*\) runs on the CPU/i);
     await train(page, { steps: 30, backend: 'webgpu' });
     assert.equal(await page.evaluate(() => document.body.dataset.backend), 'webgpu');
     assert.match(await page.textContent('#backend-info'), /WebGPU/);
@@ -323,7 +323,7 @@ test('switching to another engine build keeps the model and ends the old worker'
     const closed = new Promise((resolve) => old.on('close', resolve));
     await page.selectOption('#backend', 'wasm-single');
     await page.waitForFunction(() => document.body.dataset.variant === 'simd');
-    assert.match(await page.textContent('#backend-info'), /one thread, as you asked\. Loaded build: simd/);
+    assert.match(await page.textContent('#backend-info'), /^WebAssembly \(SIMD, one thread\), as you asked\.$/);
     await page.waitForFunction(() => document.body.dataset.state === 'ready');
     assert.match(await page.textContent('#s-step'), /^5 \/ 5$/);
     await page.fill('#length', '20');

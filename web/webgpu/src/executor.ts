@@ -142,6 +142,10 @@ export class WebGPUBackend {
   readonly maxWorkgroups: number;
   private readonly modules = new Map<string, GPUShaderModule>();
   private readonly pipelines = new Map<string, Promise<GPUComputePipeline>>();
+  private pipelinesReady = 0;
+  // Called as each new pipeline starts and finishes compiling (ready of total so far): the first
+  // load of a program can compile for many seconds, and a page wants to show that it does.
+  onPipelineProgress: ((ready: number, total: number) => void) | null = null;
   private readonly layouts = new Map<string, GPUBindGroupLayout>();
   private readonly staging: GPUBuffer[] = [];
   private failure: WebGPUError | null = null;
@@ -442,6 +446,11 @@ export class WebGPUBackend {
       })();
       this.pipelines.set(key, p);
       p.catch(() => this.pipelines.delete(key));
+      this.onPipelineProgress?.(this.pipelinesReady, this.pipelines.size);
+      p.then(
+        () => this.onPipelineProgress?.(++this.pipelinesReady, this.pipelines.size),
+        () => {},
+      );
     }
     return p;
   }

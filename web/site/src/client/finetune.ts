@@ -7,17 +7,34 @@ import { saveFile } from './save-file.js';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 
-export function wireFinetune(session: () => Session, hasModel: () => boolean): { refresh: () => void } {
+/** `model`: whether there is a model to fine-tune, and whether it is free (not training or sampling). */
+export function wireFinetune(session: () => Session, model: () => 'none' | 'busy' | 'ready'): { refresh: () => void } {
+  const hasModel = () => model() === 'ready';
   let busy = false;
   let tuned: FinetuneSummary | null = null;
+  // The line says what to do next until a fine-tuning (or an adapter) puts its own result there.
+  let guiding = true;
   const status = (text: string, kind: '' | 'error' | 'ok' = '') => {
     const el = $('ft-status');
     el.textContent = text;
     el.className = `status ${kind}`.trim();
+    guiding = false;
   };
   const refresh = () => {
     const file = $<HTMLInputElement>('ft-file').files?.length ?? 0;
     const fromPretrained = $<HTMLSelectElement>('ft-source').value === 'pretrained';
+    if (guiding) {
+      const el = $('ft-status');
+      el.textContent =
+        model() === 'none' && !fromPretrained
+          ? 'Train or load a model first (or start from the pretrained model), then choose data.'
+          : model() === 'busy' && !fromPretrained
+            ? 'The model is training or sampling: fine-tune it once that is done.'
+            : file === 0
+              ? 'Choose the fine-tuning data (.txt or .jsonl), then press Fine-tune.'
+              : 'Ready: press Fine-tune.';
+      el.className = 'status';
+    }
     $<HTMLButtonElement>('ft-start').disabled = busy || file === 0 || (!hasModel() && !fromPretrained);
     $<HTMLButtonElement>('ft-stop').disabled = !busy;
     $<HTMLButtonElement>('ft-compare').disabled = busy || tuned === null;

@@ -38,7 +38,13 @@ let runStartTime = 0;
 let dash: Dashboard;
 let finetune: { refresh: () => void } | null = null;
 // A read-only view of the run for tools and tests (the dashboard draws the same numbers).
-const hook = { losses: [] as number[], evals: [] as number[], chartSteps: (): number[] => dash.lossSteps() };
+const hook = {
+  losses: [] as number[],
+  lrs: [] as number[],
+  evals: [] as number[],
+  chartSteps: (): number[] => dash.lossSteps(),
+  inspect: null as InspectResult | null,
+};
 (window as unknown as { ptlRun: typeof hook }).ptlRun = hook;
 
 function status(text: string, kind: '' | 'warn' | 'error' | 'ok' = ''): void {
@@ -76,6 +82,7 @@ function flopsPerStep(p: (typeof presets)[number], batch: number): number {
 }
 
 function describePreset(): void {
+  describeGuide();
   const p = preset();
   const s = settings();
   const mem = p.training_bytes * (s.batch / p.batch); // activations dominate and scale with the batch
@@ -94,6 +101,31 @@ function describePreset(): void {
     (mem > 4 * 1024 ** 3 && choice?.backend !== 'webgpu'
       ? ' This is more than WebAssembly can address (4 GiB): choose a smaller preset or batch, or WebGPU.'
       : '');
+}
+
+/**
+ * How long to train for readable text. The step counts are from runs of this engine on
+ * TinyShakespeare at batch 16, learning rate 0.001, warm-up + cosine (the page's defaults); the
+ * time is this machine's, from the speed measured at load.
+ */
+function describeGuide(): void {
+  const p = preset();
+  const s = settings();
+  const timeFor = (steps: number, name: string) => {
+    const q = presets.find((x) => x.name === name) ?? p;
+    return gflops > 0
+      ? ` Here, ${steps.toLocaleString()} steps of ${name[0]!.toUpperCase() + name.slice(1)} take about ${duration((flopsPerStep(q, s.batch) * steps) / (gflops * 1e9))} with WebAssembly.`
+      : '';
+  };
+  const guide: Record<string, string> = {
+    tiny: 'Tiny learns letters, spacing and line breaks, not words: after 1,500 steps its samples are still made-up words (validation loss about 2.2). For readable words choose Small.',
+    small:
+      "Small writes play-shaped text (speaker names, lines, short words like 'the' and 'and') after about 500 steps, and mostly real words after about 1,500 (validation loss near 2.0)." +
+      timeFor(1500, 'small'),
+  };
+  $('steps-guide').textContent =
+    guide[p.name] ??
+    `Larger presets learn more per step, but each step takes longer: watch the validation loss; near 2.0, Small's samples are mostly real words.`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -129,54 +161,37 @@ function chooseBackend(): Choice {
   });
   const variant = wasm.variant as Variant;
   const threaded = variant === 'simd-threads';
-  const wasmWhy = `WebAssembly ${threaded ? `with ${wasm.threads} threads` : 'on one thread'}: ${wasm.reason}`;
+  const caps = wasm.capabilities;
+  // Why there are no threads, in a few words (selectBuild's reason is a sentence of its own).
+  const noThreads = !caps.crossOriginIsolated ? 'the page is not cross-origin isolated' : 'no shared memory here';
+  const wasmName = (v: Variant, n: number) =>
+    `WebAssembly (${v === 'scalar' ? 'no SIMD' : 'SIMD'}, ${v === 'simd-threads' ? `${n} threads` : 'one thread'})`;
+  const wasmAuto = wasmName(variant, wasm.threads) + (threaded ? '' : `: ${noThreads}`);
+  const wasmChoice = (reason: string): Choice => ({ backend: 'wasm', variant, threads: wasm.threads, reason });
   if (want === 'webgpu') {
     if (gpuAdapter)
       return {
         backend: 'webgpu',
         variant,
         threads: wasm.threads,
-        reason: 'WebGPU, as you asked (the data loader and sampling run on WebAssembly).',
+        reason: 'WebGPU (data and sampling on WebAssembly).',
       };
-    return {
-      backend: 'wasm',
-      variant,
-      threads: wasm.threads,
-      reason: `WebGPU is not available in this browser, so: ${wasmWhy}`,
-    };
+    return wasmChoice(`${wasmAuto}. WebGPU is not available in this browser.`);
   }
-  if (want === 'wasm-single')
-    return {
-      backend: 'wasm',
-      variant: variant === 'scalar' ? 'scalar' : 'simd',
-      threads: 1,
-      reason: 'WebAssembly on one thread, as you asked.',
-    };
+  if (want === 'wasm-single') {
+    const v = variant === 'scalar' ? 'scalar' : 'simd';
+    return { backend: 'wasm', variant: v, threads: 1, reason: `${wasmName(v, 1)}, as you asked.` };
+  }
   if (want === 'wasm-threads') {
-    if (threaded)
-      return {
-        backend: 'wasm',
-        variant,
-        threads: wasm.threads,
-        reason: `WebAssembly with ${wasm.threads} threads, as you asked.`,
-      };
-    return { backend: 'wasm', variant, threads: 1, reason: `Threads are not available: ${wasm.reason}` };
+    if (threaded) return wasmChoice(`${wasmName(variant, wasm.threads)}, as you asked.`);
+    return { ...wasmChoice(`${wasmName(variant, 1)}: no threads, ${noThreads}.`), threads: 1 };
   }
   if (gpuAdapter && gpuSoftware)
-    return {
-      backend: 'wasm',
-      variant,
-      threads: wasm.threads,
-      reason: `Auto: this browser's WebGPU adapter (${gpuSoftware}) runs on the CPU, slower than WebAssembly, so ${wasmWhy} (choose WebGPU to use it anyway)`,
-    };
-  if (gpuAdapter)
-    return {
-      backend: 'webgpu',
-      variant,
-      threads: wasm.threads,
-      reason: 'Auto: this browser has a WebGPU adapter, so WebGPU trains the model.',
-    };
-  return { backend: 'wasm', variant, threads: wasm.threads, reason: `Auto: no WebGPU adapter here, so ${wasmWhy}` };
+    return wasmChoice(
+      `Auto chose ${wasmAuto}. This browser's WebGPU (${gpuSoftware}) runs on the CPU, slower; choose WebGPU to use it anyway.`,
+    );
+  if (gpuAdapter) return { backend: 'webgpu', variant, threads: wasm.threads, reason: 'Auto chose WebGPU.' };
+  return wasmChoice(`Auto chose ${wasmAuto}. This browser has no WebGPU.`);
 }
 
 /** Loads (or reloads) the worker with the build the choice needs; keeps the model across. */
@@ -191,8 +206,7 @@ async function applyChoice(): Promise<void> {
     await session?.close(); // its model came along as `carry`; its threads must not linger
     session = next;
     loadedVariant = choice.variant;
-    $('backend-info').textContent =
-      `${choice.reason} Loaded build: ${build.variant}${build.threads ? `, ${build.num_threads} threads` : ''}.`;
+    document.body.dataset['threads'] = String(build.threads ? build.num_threads : 1);
     if (carry) model = (await session.call('open', { bytes: carry, name: 'current model' })) as ModelSummary;
     if (corpusBytes) await session.call('setCorpus', { bytes: corpusBytes, info: corpusInfo });
   }
@@ -320,6 +334,18 @@ function refreshButtons(): void {
   $<HTMLButtonElement>('generate').disabled = !idle || model === null;
   $<HTMLButtonElement>('gen-stop').disabled = running !== 'generating';
   $<HTMLButtonElement>('inspect').disabled = !idle || model === null;
+  // A disabled button says why, and what enables it.
+  const pretrained = document.getElementById('pretrained-banner') !== null;
+  const why =
+    model === null
+      ? `No model yet: press Start new run (under Training), open a checkpoint (Keep your work)${pretrained ? ' or load the pretrained model (above)' : ''}.`
+      : running === 'training'
+        ? 'The model is training: press Pause or Stop to use it here.'
+        : '';
+  for (const id of ['gen-why', 'inspect-why']) {
+    $(id).textContent = why;
+    $(id).hidden = why === '';
+  }
   for (const id of ['preset', 'backend', 'batch', 'seed']) $<HTMLInputElement>(id).disabled = !idle;
   document.body.dataset['state'] = running ?? (model ? 'ready' : 'empty');
   finetune?.refresh();
@@ -358,9 +384,11 @@ function replay(state: RunState): void {
   dash.reset();
   $('samples').replaceChildren();
   hook.losses.length = 0;
+  hook.lrs.length = 0;
   for (const m of state.steps) {
     dash.step(m.step, m.loss, m.tokens_per_s, m.lr, m.grad_norm);
     hook.losses.push(m.loss);
+    hook.lrs.push(m.lr);
   }
   for (const e of state.evals) {
     dash.validation(e.step, e.loss);
@@ -385,12 +413,28 @@ function settingsProblem(s: RunSettings): string | null {
 }
 
 let stopRequested = false;
+// The step at which the current model was last downloaded or opened from a file (null: never):
+// a model trained past it exists only in this tab (and its autosave, which a new run replaces).
+let keptStep: number | null = null;
+
+/** Whether "Start new run" may replace the current model: asks when it has unsaved training. */
+function mayDiscardModel(): boolean {
+  if (model === null || model.info.step === 0 || model.info.step === keptStep) return true;
+  return window.confirm(
+    `Start a new run and discard the current model (step ${model.info.step})? It has not been downloaded. ` +
+      'Cancel, then press "Download .tinygpt" to keep it.',
+  );
+}
 
 async function runTraining(fresh: boolean): Promise<void> {
   const s = settings();
   const problem = settingsProblem(s);
   if (problem) {
     status(`Cannot train: ${problem}.`, 'error');
+    return;
+  }
+  if (fresh && !mayDiscardModel()) {
+    status('Kept the current model: nothing was started.');
     return;
   }
   $('restore-banner').hidden = true; // the run on screen is the one that trains (and autosaves) now
@@ -403,6 +447,7 @@ async function runTraining(fresh: boolean): Promise<void> {
       status(`Creating ${preset().name}…`);
       dash.reset();
       hook.losses.length = 0;
+      hook.lrs.length = 0;
       hook.evals.length = 0;
       $('samples').replaceChildren();
       for (const id of ['s-val', 's-ppl', 's-bpb', 's-loss', 's-tps', 's-eta']) $(id).textContent = '–';
@@ -410,11 +455,19 @@ async function runTraining(fresh: boolean): Promise<void> {
     }
     runStartStep = model!.info.step;
     runStartTime = performance.now();
-    status(`Training on ${choice.backend === 'webgpu' ? 'WebGPU' : `WebAssembly (${loadedVariant})`}…`);
+    const trainingLine = `Training on ${choice.backend === 'webgpu' ? 'WebGPU' : `WebAssembly (${loadedVariant})`}…`;
+    status(trainingLine);
+    let starting = false; // the line shows the start's progress until the first step
     const r = await session.call('train', { settings: s }, (ev) => {
-      if (ev.event === 'step') {
+      if (ev.event === 'progress') {
+        status(ev.data.message);
+        starting = true;
+      } else if (ev.event === 'step') {
+        if (starting) status(trainingLine);
+        starting = false;
         dash.step(ev.data.step, ev.data.loss, ev.data.tokens_per_s, ev.data.lr, ev.data.grad_norm);
         hook.losses.push(ev.data.loss);
+        hook.lrs.push(ev.data.lr);
         showStats(ev.data.step, s.steps, ev.data.loss, ev.data.tokens_per_s);
         document.body.dataset['step'] = String(ev.data.step);
       } else if (ev.event === 'eval') {
@@ -485,6 +538,19 @@ function printable(b: number): string {
   return String.fromCharCode(b);
 }
 
+/** A byte as a one-character axis label: space, newline and non-printable bytes get symbols. */
+function byteLabel(b: number): string {
+  if (b === 32) return '␣';
+  if (b === 10) return '↵';
+  if (b < 32 || b >= 127) return '·';
+  return String.fromCharCode(b);
+}
+
+/** A byte in words, for the tooltip. */
+function byteName(b: number): string {
+  return b === 32 ? 'space' : `'${printable(b)}'`;
+}
+
 function drawInspect(r: InspectResult): void {
   const bars = $('top10');
   bars.replaceChildren();
@@ -504,6 +570,24 @@ function drawInspect(r: InspectResult): void {
   const host = $('attention');
   host.replaceChildren();
   const T = r.T;
+  hook.inspect = r;
+  // One tooltip for every map: query byte, key byte and the probability under the pointer.
+  const tip = document.createElement('div');
+  tip.className = 'attn-tip';
+  tip.id = 'attn-tip';
+  tip.setAttribute('role', 'status');
+  tip.hidden = true;
+  const labels = (cls: string) => {
+    const d = document.createElement('div');
+    d.className = cls;
+    d.setAttribute('aria-hidden', 'true'); // the tooltip and the prompt field say the same in words
+    for (const b of r.tokens) {
+      const span = document.createElement('span');
+      span.textContent = byteLabel(b);
+      d.append(span);
+    }
+    return d;
+  };
   for (let l = 0; l < r.layers; l++) {
     const h3 = document.createElement('h3');
     h3.textContent = `Layer ${l + 1}`;
@@ -512,11 +596,17 @@ function drawInspect(r: InspectResult): void {
     for (let h = 0; h < r.heads; h++) {
       const map = r.attention[l]![h]!;
       const fig = document.createElement('figure');
+      const box = document.createElement('div');
+      box.className = 'attn';
+      box.style.setProperty('--n', String(T));
       const c = document.createElement('canvas');
       c.width = T;
       c.height = T;
       c.setAttribute('role', 'img');
-      c.setAttribute('aria-label', `Attention map of layer ${l + 1}, head ${h + 1}`);
+      c.setAttribute(
+        'aria-label',
+        `Attention map of layer ${l + 1}, head ${h + 1}: rows are the prompt's bytes as queries, columns the bytes they attend to`,
+      );
       const g = c.getContext('2d')!;
       const img = g.createImageData(T, T);
       for (let i = 0; i < T * T; i++) {
@@ -524,13 +614,29 @@ function drawInspect(r: InspectResult): void {
         img.data.set([v, v, Math.min(255, v + 25), 255], i * 4);
       }
       g.putImageData(img, 0, 0);
+      c.addEventListener('pointermove', (ev) => {
+        const rect = c.getBoundingClientRect();
+        const i = Math.min(T - 1, Math.max(0, Math.floor(((ev.clientY - rect.top) / rect.height) * T)));
+        const j = Math.min(T - 1, Math.max(0, Math.floor(((ev.clientX - rect.left) / rect.width) * T)));
+        const p = map[i * T + j]!;
+        tip.textContent =
+          `Layer ${l + 1}, head ${h + 1}: query ${byteName(r.tokens[i]!)} (byte ${i + 1}) → key ${byteName(r.tokens[j]!)} (byte ${j + 1}): ` +
+          (j > i ? 'a later byte, never attended to' : `${(p * 100).toFixed(1)}%`);
+        const hostRect = host.getBoundingClientRect();
+        tip.style.left = `${ev.clientX - hostRect.left + 12}px`;
+        tip.style.top = `${ev.clientY - hostRect.top + 12}px`;
+        tip.hidden = false;
+      });
+      c.addEventListener('pointerleave', () => (tip.hidden = true));
+      box.append(document.createElement('span'), labels('cols'), labels('rows'), c);
       const cap = document.createElement('figcaption');
       cap.textContent = `head ${h + 1}`;
-      fig.append(c, cap);
+      fig.append(box, cap);
       grid.append(fig);
     }
     host.append(h3, grid);
   }
+  host.append(tip);
   $('inspect-out').hidden = false;
 }
 
@@ -557,6 +663,7 @@ async function inspect(): Promise<void> {
 async function download(): Promise<void> {
   const bytes = await session.call('exportCheckpoint', { optimizer: true });
   saveFile(bytes, `${model?.info ? `ptl-step${model.info.step}` : 'model'}.tinygpt`);
+  keptStep = model?.info.step ?? null;
 }
 
 async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
@@ -571,6 +678,7 @@ async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
   try {
     const r = await session.call('open', { bytes, name });
     model = r;
+    keptStep = r.info.step; // it is in the file it came from
     $('restore-banner').hidden = true; // its Resume would now train this model over the saved run
     dash.reset();
     dash.history(history);
@@ -651,7 +759,16 @@ export async function startPlayground(): Promise<void> {
     $<HTMLSelectElement>('backend').value = saved;
   $('backend').addEventListener('change', () => {
     localStorage.setItem('ptl.backend', $<HTMLSelectElement>('backend').value);
-    void applyChoice().catch((e) => status(String(e), 'error'));
+    void applyChoice()
+      .then(() => {
+        // The previous line ("Stopped at step 30 on WebGPU") described the backend left behind.
+        const where = choice.backend === 'webgpu' ? 'WebGPU' : 'WebAssembly';
+        if (running === null)
+          status(
+            model ? `Switched to ${where}; the model (step ${model.info.step}) came along.` : `Switched to ${where}.`,
+          );
+      })
+      .catch((e) => status(String(e), 'error'));
   });
   for (const r of document.querySelectorAll<HTMLInputElement>('input[name="corpus"]'))
     r.addEventListener('change', () => void onCorpusSource());
@@ -688,12 +805,12 @@ export async function startPlayground(): Promise<void> {
 
   finetune = wireFinetune(
     () => session,
-    () => model !== null && running === null,
+    () => (model === null ? 'none' : running === null ? 'ready' : 'busy'),
   );
   try {
     gpuAdapter = await detectGpu();
     await applyChoice();
-    status(`Engine loaded. ${choice.reason}`);
+    status('Engine loaded.'); // the backend's line says which and why, once
     if (!(await tryRestore())) await onCorpusSource();
     refreshButtons();
     const c = await session.call('calibrate', {});

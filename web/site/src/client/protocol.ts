@@ -127,7 +127,8 @@ export type WorkerEvent =
   | { event: 'autosave'; data: { step: number; bytes: number } }
   | { event: 'token'; data: { text: string } }
   | { event: 'ftstep'; data: RunStep }
-  | { event: 'log'; data: { message: string } };
+  | { event: 'log'; data: { message: string } }
+  | { event: 'progress'; data: { message: string } }; // a slow start (GPU kernels compiling)
 
 export type Reply =
   | { id: number; ok: true; result: unknown }

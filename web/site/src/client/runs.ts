@@ -123,6 +123,9 @@ export function startRuns(): void {
     tbody.replaceChildren();
     runs.forEach((r, k) => {
       const tr = document.createElement('tr');
+      // For tools and tests: the curve drawn runs from this step, with this many points.
+      tr.dataset['firstStep'] = String(r.points[0]!.step);
+      tr.dataset['points'] = String(r.points.length);
       const last = [...r.points].reverse().find((p) => p.train !== undefined)?.train;
       const vals = r.points.map((p) => p.val).filter((v): v is number => v !== undefined);
       const tps = r.points

@@ -120,7 +120,7 @@ async function ensureGpu(): Promise<GpuState> {
  * The train program on the GPU, from the engine's current state. Each step's loss goes to
  * `gpu.train.onLoss` (set by the run that trains now).
  */
-async function startGpu(): Promise<NonNullable<GpuState['train']>> {
+async function startGpu(progress: (message: string) => void): Promise<NonNullable<GpuState['train']>> {
   const e = needEngine();
   const info = await e.info();
   if (gpu?.train && gpu.train.batch === info.train.batch) return gpu.train;
@@ -128,8 +128,18 @@ async function startGpu(): Promise<NonNullable<GpuState['train']>> {
     await syncFromGpu();
     dropGpu();
   }
+  progress('Preparing the GPU: device, weights, training program…');
   const g = await ensureGpu();
-  const exec = await g.be.load(JSON.stringify(await e.exportProgram('train')));
+  const program = JSON.stringify(await e.exportProgram('train'));
+  // Compiling the kernels is most of a first start (seconds, more on a slow or emulated GPU).
+  g.be.onPipelineProgress = (ready, total) => progress(`Compiling GPU kernels… ${ready}/${total}`);
+  let exec: Executor;
+  try {
+    exec = await g.be.load(program);
+  } finally {
+    g.be.onPipelineProgress = null;
+  }
+  progress('Running the first GPU step…');
   const trainer = new WebGPUTrainer(
     exec,
     { readEvery: 1, onLoss: (r) => g.train?.onLoss(r), seed: info.train.seed },
@@ -248,7 +258,7 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
   };
 
   if (backend === 'webgpu') {
-    const run = await startGpu();
+    const run = await startGpu((message) => emit({ event: 'progress', data: { message } }));
     const t = run.trainer;
     const losses = gpuLosses(e, t.exec, t0, startElapsed, record);
     const lrs = losses.lrs;
