@@ -322,9 +322,6 @@ async function main() {
     throw e;
   }
   const tokensPerStep = tc.batch * mc.ctx;
-  // The dropout masks' seed (docs/model.md, "Dropout"): {key, step} with key = the u64 seed's halves xor-ed.
-  const seedInput = hasTensor(exec, 'dropout.seed');
-  const seedKey = Number((BigInt(tc.seed) & 0xffffffffn) ^ (BigInt(tc.seed) >> 32n)) | 0;
 
   log(
     `${NAME}: ${mc.n_layers} layers, d ${mc.d_model}, ${mc.n_heads} heads, ctx ${mc.ctx} (${info.param_count} parameters), ` +
@@ -416,7 +413,7 @@ async function main() {
   // A readback that fails is a device error: it stops the run like a diverged step.
   process.on('unhandledRejection', (e) => fail(e));
 
-  const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss }, first);
+  const trainer = new WebGPUTrainer(exec, { readEvery: 1, onLoss, seed: tc.seed }, first); // the seed draws the dropout masks
   const flush = async () => {
     try {
       await trainer.flush();
@@ -478,7 +475,6 @@ async function main() {
     while (step < last && !interrupted) {
       const b = await engine.nextBatch();
       lrs.set(b.step, b.lr);
-      if (seedInput) exec.setInput('dropout.seed', Int32Array.of(seedKey, b.step));
       trainer.trainStep(b.tokens, b.targets, b.lr);
       synced = false;
       step = trainer.step;
@@ -555,14 +551,6 @@ function closeGpu() {
   gpu = null;
 }
 
-function hasTensor(exec, name) {
-  try {
-    exec.tensor(name);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 main().then(
   (code) => {
