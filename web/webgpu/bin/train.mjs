@@ -551,7 +551,6 @@ function closeGpu() {
   gpu = null;
 }
 
-
 main().then(
   (code) => {
     closeGpu();
