@@ -30,19 +30,12 @@ function lrAt(step) {
   return PEAK_LR * (0.1 + 0.45 * (1 + Math.cos(Math.PI * t)));
 }
 
-test(`Tiny: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step; the checkpoint resumes in ptl`, async (t) => {
-  const ptl = tool('ptl');
-  const init = join(dir, 'init.tinygpt');
-  const programPath = join(dir, 'train.json');
-  run(ptl, ['init', '--preset', 'tiny', '--seed', '1', '--out', init]);
-  run(ptl, ['program', '--preset', 'tiny', '--batch', String(BATCH), '--program', 'train', '--out', programPath]);
-  const program = JSON.parse(readFileSync(programPath, 'utf8'));
-  const T = program.model_config.ctx;
-
-  // Batches: random windows of T + 1 bytes of the training split (first 90%) of TinyShakespeare.
+// STEPS batches of random windows of T + 1 bytes of the training split (first 90%) of
+// TinyShakespeare, each with the step's learning rate.
+function batches(T, seed) {
   const text = readFileSync(findCorpus());
   const train = text.subarray(0, Math.floor(text.length * 0.9));
-  const r = rng(1234);
+  const r = rng(seed);
   const steps = [];
   for (let s = 0; s < STEPS; s++) {
     const tokens = [],
@@ -56,6 +49,19 @@ test(`Tiny: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step; 
     }
     steps.push({ tokens, targets, lr: Math.fround(lrAt(s)) });
   }
+  return steps;
+}
+
+test(`Tiny: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step; the checkpoint resumes in ptl`, async (t) => {
+  const ptl = tool('ptl');
+  const init = join(dir, 'init.tinygpt');
+  const programPath = join(dir, 'train.json');
+  run(ptl, ['init', '--preset', 'tiny', '--seed', '1', '--out', init]);
+  run(ptl, ['program', '--preset', 'tiny', '--batch', String(BATCH), '--program', 'train', '--out', programPath]);
+  const program = JSON.parse(readFileSync(programPath, 'utf8'));
+  const T = program.model_config.ctx;
+
+  const steps = batches(T, 1234);
   writeFileSync(join(dir, 'batches.json'), JSON.stringify({ first_step: 1, steps }));
 
   // CPU reference.
@@ -188,22 +194,7 @@ test(`Tiny with dropout 0.1: ${STEPS} steps on WebGPU match the CPU engine withi
     'attention_backward drops probabilities',
   );
   const T = program.model_config.ctx;
-  const text = readFileSync(findCorpus());
-  const train = text.subarray(0, Math.floor(text.length * 0.9));
-  const r = rng(4321);
-  const steps = [];
-  for (let s = 0; s < STEPS; s++) {
-    const tokens = [],
-      targets = [];
-    for (let b = 0; b < BATCH; b++) {
-      const o = r.int(train.length - T - 1);
-      for (let i = 0; i < T; i++) {
-        tokens.push(train[o + i]);
-        targets.push(train[o + i + 1]);
-      }
-    }
-    steps.push({ tokens, targets, lr: Math.fround(lrAt(s)) });
-  }
+  const steps = batches(T, 4321);
   const key = dropoutKey(seed);
   writeFileSync(join(dir, 'drop_batches.json'), JSON.stringify({ first_step: 1, dropout_key: key, steps }));
   run(tool('ptl_program_run'), [
