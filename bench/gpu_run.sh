@@ -180,9 +180,10 @@ if [[ $mode == train ]]; then
   exit $rc
 fi
 if [[ $mode == time_to_loss ]]; then
-  # shellcheck disable=SC2086  # TTL_ARGS is a list of options
+  # TTL_ARGS is split as the shell would (quotes group a value: --webgpu-args '--lr 1e-3 ...').
+  eval "ttl=(${TTL_ARGS:---max-s 270})"
   python3 bench/time_to_loss --ptl "${PTL_BIN:-.gpu/bin/ptl}" --work "$out/time_to_loss" --out "$results/time_to_loss_$card.jsonl" \
-    --header-command "bench/gpu_run.sh time_to_loss (TTL_ARGS=${TTL_ARGS:---max-s 270})" ${TTL_ARGS:---max-s 270} 2>&1 | tee "$out/time_to_loss.log"
+    --header-command "bench/gpu_run.sh time_to_loss (TTL_ARGS=${TTL_ARGS:---max-s 270})" "${ttl[@]}" 2>&1 | tee "$out/time_to_loss.log"
   exit "${PIPESTATUS[0]}"
 fi
 P=${PRESETS:-tiny,small,medium,large,xl,huge,massive,mega,behemoth}

@@ -33,7 +33,7 @@ struct TrainArgs {
   std::string preset = "small", data, out, resume;
   int64_t steps = 1500, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
   int batch = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
-  double lr = 3e-4, dropout = 0;
+  double lr = 3e-4, dropout = 0, weight_decay = 0.1, min_lr_frac = 0.1;
   std::string schedule = "cosine";
   uint64_t seed = 1337;
   bool overwrite = false;
@@ -149,6 +149,8 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     const TrainConfig planned = tc;
     if (given("--steps")) tc.steps = a.steps;
     if (given("--lr")) tc.lr = a.lr;
+    if (given("--weight-decay")) tc.weight_decay = a.weight_decay;
+    if (given("--min-lr-frac")) tc.min_lr_frac = a.min_lr_frac;
     if (given("--schedule")) tc.schedule = a.schedule;
     if (given("--eval-every")) tc.eval_every = a.eval_every;
     if (given("--sample-every")) tc.sample_every = a.sample_every;
@@ -176,6 +178,8 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     tc.batch = a.batch ? a.batch : find_preset(a.preset).batch;
     tc.steps = a.steps;
     tc.lr = a.lr;
+    tc.weight_decay = a.weight_decay;
+    tc.min_lr_frac = a.min_lr_frac;
     tc.schedule = a.schedule;
     tc.warmup = a.warmup;
     tc.seed = a.seed;
@@ -307,6 +311,12 @@ void add_train(CLI::App& app) {
       ->check(at_least(1));
   cmd->add_option("--batch", a->batch, "Sequences per batch (default: the preset's)")->check(at_least(1));
   cmd->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", a->weight_decay, "AdamW's decoupled weight decay (matrices only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-lr-frac", a->min_lr_frac, "The cosine ends at this fraction of --lr")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--schedule", a->schedule, "Learning-rate schedule")
       ->check(CLI::IsMember({"cosine", "constant"}))
       ->capture_default_str();
