@@ -30,10 +30,10 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 
 struct TrainArgs {
-  std::string preset = "small", data, out, resume;
-  int64_t steps = 1500, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
+  std::string preset = DefaultRun::preset, data, out, resume;
+  int64_t steps = DefaultRun::steps, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
   int batch = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
-  double lr = 3e-4, dropout = 0, weight_decay = 0.1, min_lr_frac = 0.1;
+  double lr = 0, dropout = 0, weight_decay = 0.1, min_lr_frac = 0.1;
   std::string schedule = "cosine";
   uint64_t seed = 1337;
   bool overwrite = false;
@@ -177,7 +177,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     TrainConfig tc;
     tc.batch = a.batch ? a.batch : find_preset(a.preset).batch;
     tc.steps = a.steps;
-    tc.lr = a.lr;
+    tc.lr = a.lr > 0 ? a.lr : find_preset(a.preset).lr;
     tc.weight_decay = a.weight_decay;
     tc.min_lr_frac = a.min_lr_frac;
     tc.schedule = a.schedule;
@@ -301,8 +301,8 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
 
 void add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  CLI::App* cmd =
-      app.add_subcommand("train", "Train a model (default: the Small preset on TinyShakespeare into runs/<time>/)");
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model (default: the Medium preset, 4000 steps, on TinyShakespeare into runs/<time>/)");
   cmd->add_option("--preset", a->preset, "Model preset: tiny, small, medium, large, xl, huge, massive, mega, behemoth")
       ->capture_default_str();
   cmd->add_option("--data", a->data, "Training text (default: TinyShakespeare from $PTL_DATA_DIR or ../shared/data)");
@@ -310,8 +310,11 @@ void add_train(CLI::App& app) {
   cmd->add_option("--until", a->until, "Stop after this step (the schedule still plans for --steps; resume later)")
       ->check(at_least(1));
   cmd->add_option("--batch", a->batch, "Sequences per batch (default: the preset's)")->check(at_least(1));
-  cmd->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", a->weight_decay, "AdamW's decoupled weight decay (matrices only)")
+  cmd->add_option("--lr", a->lr,
+                  "Peak learning rate (default: the preset's: 2e-3 for Tiny to Medium, 1.5e-3 for Large, 1e-3 for "
+                  "XL to Mega, 3e-4 for Behemoth; `ptl info --preset NAME`)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--weight-decay", a->weight_decay, "AdamW's decoupled weight decay (2-D weights only)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-lr-frac", a->min_lr_frac, "The cosine ends at this fraction of --lr")
