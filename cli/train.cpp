@@ -68,6 +68,7 @@ std::string for_terminal(const std::string& text) {
 // <= `step`; samples.txt its samples up to that step.
 void trim_run_logs(const fs::path& dir, int64_t step) {
   const fs::path metrics = dir / "metrics.jsonl", samples = dir / "samples.txt";
+  for (const fs::path& p : {metrics, samples, dir / "model.tinygpt"}) remove_stale_temporaries(p.string());
   auto rewrite = [](const fs::path& path, const std::string& text) {
     write_file_atomic(path.string(), std::vector<uint8_t>(text.begin(), text.end()));
   };
