@@ -20,6 +20,7 @@
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/checkpoint.h"
 #include "engine/error.h"
+#include "engine/memory.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
 #include "engine/training_loop.h"
@@ -207,6 +208,10 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     tc.eval_every = a.eval_every;
     tc.sample_every = a.sample_every;
     tc.data_path = fs::absolute(a.data.empty() ? find_tinyshakespeare() : a.data).string();
+    BuildOptions opt;
+    opt.batch = tc.batch;
+    opt.dropout = tc.dropout;
+    check_training_fits(mc, opt, tc);  // before the weights are allocated and initialised
     trainer = std::make_unique<Trainer>(mc, tc);
     if (out.empty()) out = timestamp_dir();
   }

@@ -178,6 +178,10 @@ TEST(Cli, BadInputGivesOneLineErrors) {
   expect_error(ptl_cli("train --preset tiny --data small.txt", d), "corpus too small");
   expect_error(ptl_cli("train --preset tiny --ctx 4096 --data t.txt", d), "context of 4096");
   expect_error(ptl_cli("train --preset tiny --heads 5 --data t.txt", d), "not divisible by n_heads 5");
+  // Too big for any machine: refused before allocating, with the bytes needed and the limit.
+  CliRun big = ptl_cli("train --preset behemoth --batch 65536 --data t.txt --out big", d);
+  expect_error(big, "training this model at batch 65536 needs ");
+  EXPECT_NE(big.err.find(" available: use a smaller batch, context or preset"), std::string::npos) << big.err;
 
   ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --out run", d).code, 0);
   const auto good = read_file_bytes(d.file("run/model.tinygpt"));
