@@ -3,14 +3,14 @@
 // validation loss, trained on WebAssembly in headless Chromium as a visitor's first run would be.
 //
 //   node bench/site_default_run.mjs [--build] [--dist web/site/dist] [--targets 2.0,1.75]
-//                                   [--max-s 330] [--steps N] [--lr X] [--preset NAME]
+//                                   [--max-s 330] [--preset NAME] [--steps N] [--lr X] [--batch N]
 //                                   [--eval-every N] [--out FILE]
 //
 // Serves the built site (--build builds it first: npm --prefix web/site run build) with
 // cross-origin isolation to a fresh headless Chromium without WebGPU, so that Auto runs the
 // threaded WebAssembly build, as on a machine without a GPU. It waits until the page is ready
-// (engine, corpus, speed measured), changes only the settings given (--steps, --lr, --preset,
-// --eval-every; none: the defaults as the page shows them), presses "Start new run", and reads
+// (engine, corpus, speed measured), changes only the settings given (--preset, --steps, --lr,
+// --batch, --eval-every; none: the defaults as the page shows them), presses "Start new run", and reads
 // the validation losses the page reports (its window.ptlRun hook). It stops once the lowest
 // target is reached or after --max-s seconds, and prints one JSON line per target:
 //   {"backend": "wasm-chromium", "preset", "params", "target_loss", "seconds", "train_seconds",
@@ -35,7 +35,7 @@ import { benchArgs } from './args.mjs';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = benchArgs(
   import.meta.url,
-  ['dist', 'targets', 'max-s', 'steps', 'lr', 'preset', 'eval-every', 'out'],
+  ['dist', 'targets', 'max-s', 'steps', 'lr', 'batch', 'preset', 'eval-every', 'out'],
   ['build'],
 );
 const fail = (msg) => {
@@ -87,6 +87,7 @@ try {
   }
   if (args.steps) await page.fill('#steps', String(args.steps));
   if (args.lr) await page.fill('#lr', String(args.lr));
+  if (args.batch) await page.fill('#batch', String(args.batch));
   const run = await page.evaluate(() => {
     const v = (id) => document.getElementById(id).value;
     return {
