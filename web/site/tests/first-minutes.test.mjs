@@ -69,12 +69,12 @@ test('before and after a first run: reasons, guide, one backend line, resume sch
     await page.waitForFunction(() =>
       /2,000 steps of Medium take about/.test(document.getElementById('steps-guide').textContent),
     );
-    assert.match(await text(page, '#steps-guide'), /Medium writes recognisable words and verse/);
+    assert.match(await text(page, '#steps-guide'), /Medium learns more per step/);
     await page.selectOption('#preset', 'tiny');
     assert.match(await text(page, '#steps-guide'), /Tiny learns .* not words.* choose Small/);
     await page.selectOption('#preset', 'small');
     await page.waitForFunction(() =>
-      /1,500 steps of Small take about/.test(document.getElementById('steps-guide').textContent),
+      /3,000 steps of Small take about/.test(document.getElementById('steps-guide').textContent),
     );
     assert.match(await text(page, '#steps-guide'), /mostly real words after about 1,500/);
     await shoot(page, 'first-minutes-guide-1440');

@@ -115,9 +115,9 @@ function describePreset(): void {
 
 /**
  * How long to train for readable text. The step counts are from runs of this engine on
- * TinyShakespeare at batch 16, warm-up + cosine: Tiny and Small at learning rate 0.001, Medium
- * with `ptl train`'s defaults (4,000 steps, 0.002: the page's default run); the time is this
- * machine's, from the speed measured at load.
+ * TinyShakespeare at batch 16, warm-up + cosine: Tiny at learning rate 0.001, Small with the
+ * page's defaults (4,000 steps at 0.003), Medium with `ptl train`'s (4,000 steps at 0.002); the
+ * time is this machine's, from the speed measured at load.
  */
 function describeGuide(): void {
   const p = preset();
@@ -129,12 +129,12 @@ function describeGuide(): void {
       : '';
   };
   const guide: Record<string, string> = {
-    tiny: 'Tiny learns letters, spacing and line breaks, not words: after 1,500 steps its samples are still made-up words (validation loss about 2.2). For readable words choose Small, or Medium for verse.',
+    tiny: 'Tiny learns letters, spacing and line breaks, not words: after 1,500 steps its samples are still made-up words (validation loss about 2.2). For readable words choose Small.',
     small:
-      "Small writes play-shaped text (speaker names, lines, short words like 'the' and 'and') after about 500 steps, and mostly real words after about 1,500 (validation loss near 2.0)." +
-      timeFor(1500, 'small'),
+      "Small writes play-shaped text (speaker names, lines, short words like 'the' and 'and') after about 500 steps, mostly real words after about 1,500 (validation loss near 1.95), and recognisable verse once the loss is near 1.75, after about 3,000 of the default 4,000 steps (it ends near 1.70)." +
+      timeFor(3000, 'small'),
     medium:
-      'Medium writes recognisable words and verse, with speaker names and line breaks, once its validation loss is near 1.75: about 2,000 steps of a 4,000-step run, which ends near 1.58.' +
+      "Medium learns more per step, but a step costs about four of Small's: at learning rate 0.002 (ptl train's default), a 4,000-step run reaches validation loss 1.75 after about 2,000 steps and ends near 1.58." +
       timeFor(2000, 'medium'),
   };
   $('steps-guide').textContent =
