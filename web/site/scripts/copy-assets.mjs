@@ -88,10 +88,11 @@ mkdirSync(join(site, 'src/generated'), { recursive: true });
 writeFileSync(join(site, 'src/generated/presets.json'), JSON.stringify(presets, null, 1) + '\n');
 // The playground's defaults: the settings of `ptl train` with no options (cli/train.cpp holds
 // them), except where a browser needs another run. WebAssembly trains about four times slower
-// than native code on the same cores (docs/performance.md), so the site's first run is a smaller
-// preset at a higher rate, chosen by bench/site_default_run.mjs to reach validation loss 1.75
-// within five minutes on two cores; `ptl train --preset small --steps 4000 --lr 0.003` is the
-// same run natively.
+// than native code on the same cores, so the site's first run is a smaller preset at a higher
+// rate: it reaches validation loss 1.75 after about 3,000 steps, some two minutes at the
+// WebAssembly benchmark's speed on two idle cores, where ptl's Medium needs over five
+// (docs/performance.md, "The playground's default run"; bench/site_default_run.mjs times it).
+// `ptl train --preset small --steps 4000 --lr 0.003` is the same run natively.
 const SITE_RUN = { preset: 'small', steps: 4000, lr: 0.003 };
 const ptlDefaults = JSON.parse(execFileSync(ptl, ['info', '--defaults', '--json'], { encoding: 'utf8' }));
 const defaults = { ...ptlDefaults, ...SITE_RUN, ptl: ptlDefaults };
