@@ -89,7 +89,7 @@ writeFileSync(join(site, 'src/generated/presets.json'), JSON.stringify(presets, 
 // The playground's defaults: the settings of `ptl train` with no options (cli/train.cpp holds
 // them), except where a browser needs another run. WebAssembly trains about four times slower
 // than native code on the same cores, so the site's first run is a smaller preset at a higher
-// rate: it reaches validation loss 1.75 after about 3,000 steps, some two minutes at the
+// rate: it reaches validation loss 1.75 after about 3,000 steps, 2 to 3 minutes at the
 // WebAssembly benchmark's speed on two idle cores, where ptl's Medium needs over five
 // (docs/performance.md, "The playground's default run"; bench/site_default_run.mjs times it).
 // `ptl train --preset small --steps 4000 --lr 0.003` is the same run natively.
