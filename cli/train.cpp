@@ -341,6 +341,22 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
 
 }  // namespace
 
+nlohmann::json train_defaults() {
+  const TrainArgs a;
+  return {{"preset", a.preset},
+          {"batch", find_preset(a.preset).batch},
+          {"steps", a.steps},
+          {"lr", a.lr},
+          {"schedule", a.schedule},
+          {"warmup", a.warmup},
+          {"min_lr_frac", a.min_lr_frac},
+          {"weight_decay", a.weight_decay},
+          {"dropout", a.dropout},
+          {"seed", a.seed},
+          {"eval_every", a.eval_every},
+          {"sample_every", a.sample_every}};
+}
+
 void add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand(

@@ -133,6 +133,34 @@ TEST(Cli, EvalAndInfo) {
   EXPECT_NE(p.out.find("473244160"), std::string::npos);
 }
 
+// `ptl info --defaults` is what `ptl train` runs with no options (the site starts from it): the
+// same values as train's --help shows, and the preset's batch.
+TEST(Cli, InfoDefaultsAreTrainsDefaults) {
+  test::TempDir d;
+  const CliRun r = ptl_cli("info --defaults --json", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const CliRun help = ptl_cli("train --help", d);
+  ASSERT_EQ(help.code, 0) << help.err;
+  // The default CLI11 shows after the option's type: "--steps INT=1500", "--schedule TEXT:{...}=cosine".
+  auto shown = [&](const std::string& option) {
+    const size_t at = help.out.find("  " + option + " ");
+    if (at == std::string::npos) return std::string("(no " + option + ")");
+    const size_t eq = help.out.find('=', at), end = help.out.find_first_of(" \n", eq);
+    return help.out.substr(eq + 1, end - eq - 1);
+  };
+  EXPECT_EQ(shown("--preset"), j["preset"].get<std::string>());
+  EXPECT_EQ(std::stoll(shown("--steps")), j["steps"].get<int64_t>());
+  EXPECT_DOUBLE_EQ(std::stod(shown("--lr")), j["lr"].get<double>());
+  EXPECT_EQ(shown("--schedule"), j["schedule"].get<std::string>());
+  EXPECT_DOUBLE_EQ(std::stod(shown("--dropout")), j["dropout"].get<double>());
+  EXPECT_EQ(std::stoull(shown("--seed")), j["seed"].get<uint64_t>());
+  const CliRun p = ptl_cli("info --preset " + j["preset"].get<std::string>() + " --json", d);
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(j["batch"], nlohmann::json::parse(p.out)["training_memory"]["batch"]);
+  expect_error(ptl_cli("info --defaults --preset tiny", d), "--defaults takes no checkpoint and no --preset");
+}
+
 TEST(Cli, BenchPrintsOneJsonLinePerPresetWithItsFigures) {
   test::TempDir d;
   CliRun r = ptl_cli("bench --presets tiny --steps 2 --warmup 1 --threads 1 --json --ops --peak-gflops 100", d);
