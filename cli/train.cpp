@@ -346,7 +346,7 @@ nlohmann::json train_defaults() {
   return {{"preset", a.preset},
           {"batch", find_preset(a.preset).batch},
           {"steps", a.steps},
-          {"lr", a.lr},
+          {"lr", a.lr > 0 ? a.lr : find_preset(a.preset).lr},  // the preset's
           {"schedule", a.schedule},
           {"warmup", a.warmup},
           {"min_lr_frac", a.min_lr_frac},
