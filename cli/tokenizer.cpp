@@ -179,12 +179,26 @@ void run_info(const InfoArgs& a) {
   std::printf("\n");
 }
 
+// ---- convert ----
+
+struct ConvertArgs {
+  std::string tokenizer, out;
+};
+
+void run_convert(const ConvertArgs& a) {
+  const Tokenizer t = load_tokenizer(a.tokenizer);
+  check_not_overwriting(a.out, a.tokenizer, "--out names the tokenizer being read: " + a.out);
+  save_tokenizer(t, a.out);
+  std::fprintf(stderr, "wrote %s (%s, vocabulary %d, %zu merges)\n", a.out.c_str(), t.type().c_str(), t.vocab_size(),
+               t.merge_count());
+}
+
 }  // namespace
 
 void add_tokenizer(CLI::App& app) {
   CLI::App* tok = app.add_subcommand(
       "tokenizer",
-      "Byte-level BPE tokenizers (GPT-2's scheme): train one on a text, encode, decode, inspect.\n"
+      "Byte-level BPE tokenizers (GPT-2's scheme): train one on a text, encode, decode, convert, inspect.\n"
       "Reads tokenizer.json (Hugging Face), vocab.json + merges.txt and encoder.json + vocab.bpe (GPT-2's "
       "files); writes tokenizer.json.");
   tok->require_subcommand(1);
@@ -223,6 +237,14 @@ void add_tokenizer(CLI::App& app) {
   decode->add_option("--tokenizer", da->tokenizer, kTokenizerHelp)->required();
   decode->add_option("--ids", da->ids, "A file of ids instead of standard input");
   decode->callback([da]() { run_decode(*da); });
+
+  auto ca = std::make_shared<ConvertArgs>();
+  CLI::App* convert = tok->add_subcommand(
+      "convert",
+      "Write a tokenizer (e.g. GPT-2's vocab.json + merges.txt or encoder.json + vocab.bpe) as tokenizer.json");
+  convert->add_option("--tokenizer", ca->tokenizer, kTokenizerHelp)->required();
+  convert->add_option("--out", ca->out, "Where to write tokenizer.json")->required();
+  convert->callback([ca]() { run_convert(*ca); });
 
   auto ia = std::make_shared<InfoArgs>();
   CLI::App* info = tok->add_subcommand("info", "Show a tokenizer's type, vocabulary size, merges and special tokens");
