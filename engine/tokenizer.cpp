@@ -127,7 +127,7 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
   t.spelling_.assign(n, {});
   t.present_.assign(n, 0);
 
-  std::unordered_map<std::string, int32_t> by_spelling, by_bytes;
+  std::unordered_map<std::string, int32_t> by_spelling;
   by_spelling.reserve(s.vocab.size());
   for (auto& [spelling, id64] : s.vocab) {
     const auto id = static_cast<int32_t>(id64);
@@ -139,7 +139,6 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
     // decoder reads it (no merge can produce it: encoding only ever starts from mapped bytes).
     if (!unicode_to_bytes(spelling, &t.bytes_[id])) t.bytes_[id] = spelling;
     by_spelling.emplace(spelling, id);
-    by_bytes.emplace(t.bytes_[id], id);
     t.spelling_[id] = std::move(spelling);
   }
   for (const auto& sp : s.specials) {
@@ -153,12 +152,15 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
     t.spelling_[sp.id] = sp.text;
     t.specials_.push_back(sp);
   }
+  // A byte's token is the one spelled as the byte map spells it (as Hugging Face's ByteLevel
+  // looks it up), not any other token that happens to decode to the same byte.
   for (int b = 0; b < 256; ++b) {
-    auto it = by_bytes.find(std::string(1, static_cast<char>(b)));
-    if (it == by_bytes.end()) {
+    const std::string spelled = bytes_to_unicode(std::string(1, static_cast<char>(b)));
+    auto it = by_spelling.find(spelled);
+    if (it == by_spelling.end()) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
-      fail(at + "no token for byte " + hex + " (spelled " + quoted(bytes_to_unicode(std::string(1, char(b)))) +
+      fail(at + "no token for byte " + hex + " (spelled " + quoted(spelled) +
            "): a byte-level vocabulary needs all 256");
     }
     t.byte_id_[b] = it->second;

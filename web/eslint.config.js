@@ -1,5 +1,5 @@
 // ESLint (flat config) for the TypeScript and JavaScript of web/, tests/browser, tests/wasm,
-// tests/tokenizer, bench/*.mjs and bench/tokenizer: `npm --prefix web run lint` (it runs from the
+// tests/tokenizer and bench/*.mjs: `npm --prefix web run lint` (it runs from the
 // repository root with this file, so the paths below are relative to the repository root).
 import js from '@eslint/js';
 import globals from 'globals';
