@@ -211,7 +211,7 @@ void add_tokenizer(CLI::App& app) {
   train->add_option("--data", ta->data, "The text to learn from")->required();
   train
       ->add_option("--vocab-size", ta->vocab_size,
-                   "Vocabulary size: 256 bytes + merges + 1 (<|endoftext|>), 257 to 65536")
+                   "Vocabulary size: 256 bytes + merged tokens + 1 (<|endoftext|>), 257 to 65536")
       ->check(CLI::Range(kMinTrainVocab, kMaxTrainVocab))
       ->capture_default_str();
   train->add_option("--out", ta->out, "Where to write tokenizer.json")->required();
