@@ -15,12 +15,15 @@ import {
   gpt3Encoder,
   ptl,
   tinyShakespeare,
+  wasmTokenizer,
 } from '../tests/tokenizer/helpers.mjs';
 
 const args = process.argv.slice(2);
 const at = args.indexOf('--rounds');
 const rounds = at >= 0 ? Number(args[at + 1]) : 3;
 if (!(rounds >= 1)) throw new Error('--rounds: expects a whole number, at least 1');
+const w = args.indexOf('--wasm');
+const wasmDir = w >= 0 ? args[w + 1] : null;
 
 const file = tinyShakespeare();
 const text = fs.readFileSync(file, 'utf8');
@@ -60,6 +63,18 @@ const impls = {
     return { seconds: (performance.now() - t0) / 1000, tokens };
   },
 };
+
+// The WebAssembly engine (a build folder of wasm/build.sh, e.g. build-wasm/simd): the encode
+// call alone, as for native.
+if (wasmDir) {
+  const tok = await wasmTokenizer(wasmDir);
+  const h = tok.load(fs.readFileSync(gpt2Json, 'utf8'));
+  const textBytes = fs.readFileSync(file);
+  impls[`wasm (${path.basename(wasmDir)})`] = () => {
+    const [ids, seconds] = tok.encode(h, textBytes, false);
+    return { seconds, tokens: ids.length };
+  };
+}
 
 const best = {};
 for (let r = 0; r < rounds; r++) {

@@ -64,3 +64,65 @@ export function gpt3Encode(text) {
   for (const c of chunkAtPieceBoundaries(text)) for (const id of gpt3Encoder.encode(c)) ids.push(id);
   return ids;
 }
+
+// The WebAssembly engine's tokenizer (wasm/api.cpp, ptl_tokenizer_*), loaded from a build folder
+// (build-wasm/<variant>) without the TypeScript API.
+export async function wasmTokenizer(dir) {
+  const js = path.resolve(dir, 'ptl_engine.js');
+  const factory = createRequire(js)(js);
+  const mod = await factory({
+    wasmBinary: fs.readFileSync(path.resolve(dir, 'ptl_engine.wasm')),
+    locateFile: (name) => path.resolve(dir, name),
+    ptlPoolSize: 1,
+  });
+  const copyIn = (bytes) => {
+    const p = mod._malloc(Math.max(1, bytes.length));
+    mod.HEAPU8.set(bytes, p);
+    return p;
+  };
+  const error = () => new Error(mod.UTF8ToString(mod._ptl_last_error()));
+  return {
+    load(jsonText, name = 'tokenizer.json') {
+      const bytes = Buffer.from(jsonText);
+      const p = copyIn(bytes);
+      const n = mod.lengthBytesUTF8(name) + 1;
+      const q = mod._malloc(n);
+      mod.stringToUTF8(name, q, n);
+      const h = mod._ptl_tokenizer_load(p, bytes.length, q);
+      mod._free(p);
+      mod._free(q);
+      if (!h) throw error();
+      return h;
+    },
+    // Returns [ids (Int32Array), seconds of the encode call alone].
+    encode(h, bytes, allowSpecial = true) {
+      const p = copyIn(bytes);
+      const t0 = performance.now();
+      const r = mod._ptl_tokenizer_encode(h, p, bytes.length, allowSpecial ? 1 : 0);
+      const seconds = (performance.now() - t0) / 1000;
+      mod._free(p);
+      if (!r) throw error();
+      const n = mod._ptl_result_size() / 4;
+      return [new Int32Array(mod.HEAPU8.buffer.slice(r, r + n * 4)), seconds];
+    },
+    train(bytes, vocabSize) {
+      const p = copyIn(bytes);
+      const h = mod._ptl_tokenizer_train(p, bytes.length, vocabSize);
+      mod._free(p);
+      if (!h) throw error();
+      return h;
+    },
+    json(h) {
+      const r = mod._ptl_tokenizer_json(h);
+      if (!r) throw error();
+      return mod.UTF8ToString(r);
+    },
+    free(h) {
+      mod._ptl_tokenizer_free(h);
+    },
+    // Stops the threaded build's pthread workers, so that Node can exit.
+    terminate() {
+      mod.PThread?.terminateAllThreads?.();
+    },
+  };
+}
