@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <queue>
 #include <unordered_map>
 
@@ -245,6 +246,34 @@ struct Tokenizer::Scratch {
 // so even a vocabulary whose later merges rank lower than earlier ones gives GPT-2's result.
 void Tokenizer::bpe_piece(std::string_view piece, std::vector<int32_t>& out, Scratch& s) const {
   const int n = static_cast<int>(piece.size());
+  if (n <= kShortPiece) {
+    // Short pieces (most of them): GPT-2's loop itself, in place, which costs less than the heap
+    // for a handful of symbols.
+    int32_t sym[kShortPiece];
+    int m = n;
+    for (int i = 0; i < n; ++i) sym[i] = byte_id_[static_cast<unsigned char>(piece[i])];
+    for (;;) {
+      int64_t best = -1;
+      for (int i = 0; i + 1 < m; ++i) {
+        const int64_t r = find_merge(sym[i], sym[i + 1]);
+        if (r >= 0 && (best < 0 || r < best)) best = r;
+      }
+      if (best < 0) break;
+      const Merge& mg = merges_[best];
+      int w = 0;
+      for (int i = 0; i < m;) {
+        if (i + 1 < m && sym[i] == mg.left && sym[i + 1] == mg.right) {
+          sym[w++] = mg.result;
+          i += 2;
+        } else {
+          sym[w++] = sym[i++];
+        }
+      }
+      m = w;
+    }
+    out.insert(out.end(), sym, sym + m);
+    return;
+  }
   s.sym.resize(n);
   s.next.resize(n);
   s.prev.resize(n);
@@ -288,29 +317,99 @@ void Tokenizer::bpe_piece(std::string_view piece, std::vector<int32_t>& out, Scr
   for (int i = 0; i >= 0; i = s.next[i]) out.push_back(s.sym[i]);
 }
 
+namespace {
+
+// A hash of a piece's bytes, 8 at a time (pieces are short: most fit one or two words).
+uint64_t piece_hash(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, s.data() + i, s.size() - i);
+  h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 29);
+}
+
+// The pieces of one encode call already merged: open addressing over (hash, where the piece is
+// in the text) -> where its ids are in `ids`. Keys are views into the text, so nothing is copied.
+class PieceCache {
+ public:
+  PieceCache() { grow(1 << 12); }
+  // The ids of `piece` (at `offset` in `text`), merged by `merge` the first time it is seen.
+  template <class Merge>
+  std::span<const int32_t> get(std::string_view text, size_t offset, size_t len, Merge&& merge) {
+    const std::string_view piece = text.substr(offset, len);
+    const uint64_t h = piece_hash(piece);
+    for (size_t slot = h & mask_;; slot = (slot + 1) & mask_) {
+      Entry& e = entries_[slot];
+      if (e.len == 0) {  // absent: merge it and remember where
+        e = {h, static_cast<uint32_t>(offset), static_cast<uint32_t>(len), static_cast<uint32_t>(ids_.size()), 0};
+        merge(piece, ids_);
+        e.ids_len = static_cast<uint32_t>(ids_.size() - e.ids_at);
+        const Entry added = e;
+        if (++used_ * 2 > entries_.size()) grow(entries_.size() * 2);
+        return {ids_.data() + added.ids_at, added.ids_len};
+      }
+      if (e.hash == h && e.len == len && std::memcmp(text.data() + e.at, piece.data(), len) == 0)
+        return {ids_.data() + e.ids_at, e.ids_len};
+    }
+  }
+
+ private:
+  struct Entry {
+    uint64_t hash;
+    uint32_t at, len;  // the piece in the text (len 0: empty slot; pieces are never empty)
+    uint32_t ids_at, ids_len;
+  };
+  void grow(size_t capacity) {
+    std::vector<Entry> old = std::move(entries_);
+    entries_.assign(capacity, Entry{0, 0, 0, 0, 0});
+    mask_ = capacity - 1;
+    for (const Entry& e : old) {
+      if (e.len == 0) continue;
+      size_t slot = e.hash & mask_;
+      while (entries_[slot].len != 0) slot = (slot + 1) & mask_;
+      entries_[slot] = e;
+    }
+  }
+  std::vector<Entry> entries_;
+  std::vector<int32_t> ids_;
+  size_t mask_ = 0, used_ = 0;
+};
+
+}  // namespace
+
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
   if (is_bytes_) {
     for (unsigned char c : text) out.push_back(c);
     return;
   }
-  // Pieces repeat (words): each distinct piece is merged once. The cache's keys point into `text`,
-  // its values are spans of `memo`, so a repeat costs a hash and a copy.
-  std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
-  std::vector<int32_t> memo;
+  // Pieces repeat (words): each distinct piece is merged once per call, so a repeat costs a hash,
+  // a comparison and a copy. (Offsets are 32-bit: longer texts are encoded in parts, cut where
+  // a piece ends.)
+  PieceCache cache;
   Scratch scratch;
-  for_each_gpt2_piece(text, [&](std::string_view piece) {
-    if (piece.size() == 1) {
-      out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
-      return;
+  const auto merge = [&](std::string_view piece, std::vector<int32_t>& ids) { bpe_piece(piece, ids, scratch); };
+  size_t base = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = gpt2_piece_length(text, i);
+    if (n == 1) {
+      out.push_back(byte_id_[static_cast<unsigned char>(text[i])]);
+    } else {
+      if (i + n - base > UINT32_MAX) {  // start a fresh cache at this piece
+        cache = PieceCache();
+        base = i;
+      }
+      const std::span<const int32_t> ids = cache.get(text.substr(base), i - base, n, merge);
+      out.insert(out.end(), ids.begin(), ids.end());
     }
-    auto [it, added] = cache.try_emplace(piece);
-    if (added) {
-      const size_t start = memo.size();
-      bpe_piece(piece, memo, scratch);
-      it->second = {static_cast<uint32_t>(start), static_cast<uint32_t>(memo.size() - start)};
-    }
-    out.insert(out.end(), memo.begin() + it->second.first, memo.begin() + it->second.first + it->second.second);
-  });
+    i += n;
+  }
 }
 
 void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, bool allow_special) const {

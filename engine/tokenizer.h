@@ -86,6 +86,7 @@ class Tokenizer {
 
  private:
   struct Scratch;
+  static constexpr int kShortPiece = 16;  // pieces up to this many bytes take GPT-2's plain loop
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
   void bpe_piece(std::string_view piece, std::vector<int32_t>& out, Scratch& s) const;
   int64_t find_merge(int32_t left, int32_t right) const;  // rank, or -1

@@ -1,6 +1,7 @@
 // Tokenizers: GPT-2's pre-tokenisation, BPE merges on a vocabulary checked by hand, round trips of
 // arbitrary bytes, streaming decode, the file readers' errors, training, and the CLI. (Exactness
 // against GPT-2's reference encoders is tested in Node: tests/tokenizer/.)
+#include <map>
 #include <random>
 
 #include "engine/bpe_trainer.h"
@@ -115,6 +116,48 @@ TEST(Tokenizer, MergeRoundsMatchGpt2Loop) {
   const Tokenizer t = Tokenizer::from_spelled(std::move(s), "t", nullptr);
   EXPECT_EQ(t.encode("abxab"), (std::vector<int32_t>{257, 256}));
   EXPECT_EQ(t.encode("ababx"), (std::vector<int32_t>{256, 257}));
+  // Past 16 bytes a piece takes the heap-based path: the same result.
+  std::vector<int32_t> expected(6, 257);
+  expected.push_back(256);
+  EXPECT_EQ(t.encode("abxabxabxabxabxabxab"), expected);
+}
+
+// GPT-2's loop written plainly (ids of a trained tokenizer: byte b is id b).
+std::vector<int32_t> reference_bpe(const Tokenizer& t, std::string_view piece) {
+  std::map<std::pair<int32_t, int32_t>, size_t> rank;
+  for (size_t r = 0; r < t.merge_count(); ++r) rank.emplace(std::pair{t.merge(r).left, t.merge(r).right}, r);
+  std::vector<int32_t> sym(piece.begin(), piece.end());
+  for (;;) {
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i + 1 < sym.size(); ++i)
+      if (auto it = rank.find({sym[i], sym[i + 1]}); it != rank.end()) best = std::min(best, it->second);
+    if (best == SIZE_MAX) return sym;
+    const Tokenizer::Merge m = t.merge(best);
+    std::vector<int32_t> next;
+    for (size_t i = 0; i < sym.size();) {
+      if (i + 1 < sym.size() && sym[i] == m.left && sym[i + 1] == m.right) {
+        next.push_back(m.result);
+        i += 2;
+      } else {
+        next.push_back(sym[i++]);
+      }
+    }
+    sym = next;
+  }
+}
+
+// Short pieces take GPT-2's loop, long ones the heap: both must be GPT-2's result.
+TEST(Tokenizer, MergesOfShortAndLongPiecesMatchGpt2Loop) {
+  BpeTrainOptions opt;
+  opt.vocab_size = 700;
+  const Tokenizer t = train_bpe(test::synthetic_text(60000, 5), opt);
+  std::mt19937 rng(3);
+  const std::string letters = "theqkingandusofhlp";
+  for (int i = 0; i < 3000; ++i) {
+    std::string piece(1 + rng() % 80, 'a');
+    for (char& c : piece) c = letters[rng() % letters.size()];  // one piece: a run of letters
+    ASSERT_EQ(t.encode(piece), reference_bpe(t, piece)) << piece;
+  }
 }
 
 // Random byte strings: mostly ASCII words, some UTF-8 characters, some bytes of any value.
