@@ -62,6 +62,7 @@ void run_info(const InfoArgs& a) {
     mc = p.model;
     if (!batch) batch = p.batch;
     j["preset"] = p.name;
+    j["lr"] = p.lr;
   } else {
     auto bytes = read_file_bytes(a.checkpoint);
     SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), a.checkpoint);
@@ -98,7 +99,9 @@ void run_info(const InfoArgs& a) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  if (j.contains("preset")) std::printf("preset:      %s\n", j["preset"].get<std::string>().c_str());
+  if (j.contains("preset"))
+    std::printf("preset:      %s (default learning rate %g)\n", j["preset"].get<std::string>().c_str(),
+                j["lr"].get<double>());
   if (j.contains("checkpoint")) {
     std::printf("checkpoint:  %s (format %d, %s)\n", a.checkpoint.c_str(), kCheckpointVersion,
                 j["created_by"].get<std::string>().c_str());

@@ -1,9 +1,12 @@
 // ptl train: train a model from scratch or resume a run, with progress, metrics and checkpoints.
+#include <sys/stat.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -30,10 +33,10 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 
 struct TrainArgs {
-  std::string preset = "small", data, out, resume;
-  int64_t steps = 1500, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
+  std::string preset = DefaultRun::preset, data, out, resume;
+  int64_t steps = DefaultRun::steps, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
   int batch = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
-  double lr = 3e-4, dropout = 0, weight_decay = 0.1, min_lr_frac = 0.1;
+  double lr = 0, dropout = 0, weight_decay = 0.1, min_lr_frac = 0.1;
   std::string schedule = "cosine";
   uint64_t seed = 1337;
   bool overwrite = false;
@@ -66,8 +69,25 @@ std::string for_terminal(const std::string& text) {
 // before a crash, a kill or a failed save) are trained again, and must not be logged twice; a
 // line cut off mid-way by the crash goes too. metrics.jsonl keeps its complete lines with step
 // <= `step`; samples.txt its samples up to that step.
+// A file as the file system knows it: replaced (renamed over), rewritten or removed, it differs.
+struct FileIdentity {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+FileIdentity identify(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {true, st.st_dev, st.st_ino, st.st_size, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
 void trim_run_logs(const fs::path& dir, int64_t step) {
   const fs::path metrics = dir / "metrics.jsonl", samples = dir / "samples.txt";
+  for (const fs::path& p : {metrics, samples, dir / "model.tinygpt"}) remove_stale_temporaries(p.string());
   auto rewrite = [](const fs::path& path, const std::string& text) {
     write_file_atomic(path.string(), std::vector<uint8_t>(text.begin(), text.end()));
   };
@@ -177,7 +197,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     TrainConfig tc;
     tc.batch = a.batch ? a.batch : find_preset(a.preset).batch;
     tc.steps = a.steps;
-    tc.lr = a.lr;
+    tc.lr = a.lr > 0 ? a.lr : find_preset(a.preset).lr;
     tc.weight_decay = a.weight_decay;
     tc.min_lr_frac = a.min_lr_frac;
     tc.schedule = a.schedule;
@@ -211,7 +231,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     trim_run_logs(out, trainer->state().step);
   }
   std::ofstream metrics(fs::path(out) / "metrics.jsonl", a.resume.empty() ? std::ios::trunc : std::ios::app);
-  check(bool(metrics), "cannot write " + (fs::path(out) / "metrics.jsonl").string());
+  check(bool(metrics), "cannot write " + (fs::path(out) / "metrics.jsonl").string() + ": " + std::strerror(errno));
   std::ofstream samples(fs::path(out) / "samples.txt", a.resume.empty() ? std::ios::trunc : std::ios::app);
 
   const ModelConfig& mc = trainer->model_config();
@@ -263,9 +283,30 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     samples.flush();
   };
   bool wrote_own = false;  // a checkpoint of this run is on disk (else the one resumed from is the last good one)
-  cb.on_save = [&](int64_t) {
+  // What the checkpoint's name held when the run last looked: another program replacing it (a
+  // second run into the same folder, a user's copy) must not be overwritten silently.
+  FileIdentity expected = identify(ckpt_path);
+  auto last_good = [&]() -> std::string {
+    const auto saved = loop.saved_step();
+    return saved ? "the last good checkpoint is " + (wrote_own ? ckpt_path : a.resume) + " (step " +
+                       std::to_string(*saved) + ")"
+                 : std::string("no checkpoint was written");
+  };
+  cb.on_save = [&](int64_t step) {
     metrics.flush();
-    write_file_atomic(ckpt_path, trainer->save_checkpoint(true));
+    const std::vector<uint8_t> bytes = trainer->save_checkpoint(true);
+    if (identify(ckpt_path) != expected) {
+      const std::string aside = (fs::path(out) / ("model.step-" + std::to_string(step) + ".tinygpt")).string();
+      write_file_atomic(aside, bytes);
+      fail(ckpt_path + " was replaced by another program during this run; it is left as it is. This run's step " +
+           std::to_string(step) + " is saved in " + aside + " (continue with: ptl train --resume " + aside + ")");
+    }
+    try {
+      write_file_atomic(ckpt_path, bytes);
+    } catch (const Error& e) {
+      fail(std::string(e.what()) + "; the run stops at step " + std::to_string(step) + ", and " + last_good());
+    }
+    expected = identify(ckpt_path);
     wrote_own = true;
   };
   cb.on_step_end = [&](const StepReport& rep) {
@@ -275,11 +316,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
   const FitResult res = loop.fit(cb);
   if (res.stop == FitResult::diverged) {
     progress.finish();
-    const auto saved = loop.saved_step();
-    fail(res.divergence->message() + " (try a lower --lr); " +
-         (saved ? "the last good checkpoint is " + (wrote_own ? ckpt_path : a.resume) + " (step " +
-                      std::to_string(*saved) + ")"
-                : std::string("no checkpoint was written")));
+    fail(res.divergence->message() + " (try a lower --lr); " + last_good());
   }
   if (res.stop == FitResult::interrupted) {
     progress.finish();
@@ -301,8 +338,8 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
 
 void add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  CLI::App* cmd =
-      app.add_subcommand("train", "Train a model (default: the Small preset on TinyShakespeare into runs/<time>/)");
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model (default: the Medium preset, 4000 steps, on TinyShakespeare into runs/<time>/)");
   cmd->add_option("--preset", a->preset, "Model preset: tiny, small, medium, large, xl, huge, massive, mega, behemoth")
       ->capture_default_str();
   cmd->add_option("--data", a->data, "Training text (default: TinyShakespeare from $PTL_DATA_DIR or ../shared/data)");
@@ -310,8 +347,11 @@ void add_train(CLI::App& app) {
   cmd->add_option("--until", a->until, "Stop after this step (the schedule still plans for --steps; resume later)")
       ->check(at_least(1));
   cmd->add_option("--batch", a->batch, "Sequences per batch (default: the preset's)")->check(at_least(1));
-  cmd->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", a->weight_decay, "AdamW's decoupled weight decay (matrices only)")
+  cmd->add_option("--lr", a->lr,
+                  "Peak learning rate (default: the preset's: 2e-3 for Tiny to Medium, 1.5e-3 for Large, 1e-3 for "
+                  "XL to Mega, 3e-4 for Behemoth; `ptl info --preset NAME`)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--weight-decay", a->weight_decay, "AdamW's decoupled weight decay (2-D weights only)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-lr-frac", a->min_lr_frac, "The cosine ends at this fraction of --lr")

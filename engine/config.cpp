@@ -47,13 +47,13 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
 }
 
 const std::vector<Preset>& presets() {
-  // docs/model.md, "Presets": layers, d, heads, ctx, batch.
+  // docs/model.md, "Presets": layers, d, heads, ctx, batch, default learning rate.
   static const std::vector<Preset> table = {
-      {"tiny", {256, 2, 48, 3, 32}, 16},         {"small", {256, 3, 96, 3, 64}, 16},
-      {"medium", {256, 4, 128, 4, 96}, 16},      {"large", {256, 6, 192, 6, 128}, 12},
-      {"xl", {256, 8, 256, 8, 128}, 8},          {"huge", {256, 12, 256, 8, 256}, 8},
-      {"massive", {256, 14, 384, 12, 256}, 4},   {"mega", {256, 14, 384, 12, 512}, 2},
-      {"behemoth", {256, 24, 1280, 20, 512}, 1},
+      {"tiny", {256, 2, 48, 3, 32}, 16, 2e-3},         {"small", {256, 3, 96, 3, 64}, 16, 2e-3},
+      {"medium", {256, 4, 128, 4, 96}, 16, 2e-3},      {"large", {256, 6, 192, 6, 128}, 12, 1.5e-3},
+      {"xl", {256, 8, 256, 8, 128}, 8, 1e-3},          {"huge", {256, 12, 256, 8, 256}, 8, 1e-3},
+      {"massive", {256, 14, 384, 12, 256}, 4, 1e-3},   {"mega", {256, 14, 384, 12, 512}, 2, 1e-3},
+      {"behemoth", {256, 24, 1280, 20, 512}, 1, 3e-4},
   };
   return table;
 }

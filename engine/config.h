@@ -26,6 +26,11 @@ struct Preset {
   std::string name;  // lower case: tiny, small, ...
   ModelConfig model;
   int batch;
+  // The peak learning rate `ptl train` and the playground use for this preset when none is given:
+  // measured for Medium (2e-3) and Large (1.5e-3) on TinyShakespeare, and 1e-3 for a 6-layer,
+  // d 360 model on a GPU (docs/models.md); smaller presets take Medium's, larger ones the GPU
+  // model's, Behemoth the conservative 3e-4.
+  double lr;
 };
 
 const std::vector<Preset>& presets();
@@ -56,6 +61,14 @@ struct TrainConfig {
   void validate() const;
   nlohmann::json to_json() const;
   static TrainConfig from_json(const nlohmann::json& j);
+};
+
+// What a run from scratch trains when given no options (`ptl train`, the playground): chosen by
+// measurement on a 2-core CPU to write recognisable words and verse within minutes (docs/models.md,
+// "From scratch in minutes"). The training defaults above stay conservative for other uses.
+struct DefaultRun {
+  static constexpr const char* preset = "medium";
+  static constexpr int64_t steps = 4000;  // the learning rate: the preset's (Preset::lr)
 };
 
 // The config to train with from 0-based step `step` on, when a run planned as `before` resumes

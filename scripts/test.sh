@@ -24,6 +24,8 @@ stage "Set-up and build (scripts/setup.sh)" scripts/setup.sh
 stage "Format and lint check (clang-format, prettier, eslint, Ruff)" scripts/format.sh --check
 stage "C++ tests (ctest)" ctest --test-dir build --output-on-failure -j "$(nproc)"
 # Debian's torch lives in /usr/bin/python3, not in whatever python3 comes first on PATH.
+stage "Kills and faults: SIGKILL and resume, disk full, read-only, a replaced checkpoint (tests/reliability)" \
+  bash -c 'tests/reliability/kill_resume.sh --kills 30 --steps 600 && tests/reliability/faults.sh'
 stage "PyTorch reference and parity tests (pytest)" /usr/bin/python3 -m pytest tests/python -q
 stage "Tokenizers against gpt-3-encoder and @huggingface/tokenizers, in Node" \
   env PTL_NATIVE_BIN="$PWD/build/ptl" node --test tests/tokenizer/

@@ -116,6 +116,16 @@ TEST(Cli, EvalAndInfo) {
   CliRun v = ptl_cli("eval run/model.tinygpt --json", d);  // the training corpus's validation split
   ASSERT_EQ(v.code, 0) << v.err;
   EXPECT_EQ(nlohmann::json::parse(v.out)["tokens"].get<int64_t>(), 499);
+  // --split picks a side of the spec's 90/10 split of --data; val is what the training reported.
+  CliRun sv = ptl_cli("eval run/model.tinygpt --data t.txt --split val --json", d);
+  ASSERT_EQ(sv.code, 0) << sv.err;
+  EXPECT_EQ(nlohmann::json::parse(sv.out)["loss"].get<double>(), nlohmann::json::parse(v.out)["loss"].get<double>());
+  CliRun st = ptl_cli("eval run/model.tinygpt --data t.txt --split train --json", d);
+  ASSERT_EQ(st.code, 0) << st.err;
+  EXPECT_EQ(nlohmann::json::parse(st.out)["tokens"].get<int64_t>(), 4499);
+  CliRun bad = ptl_cli("eval run/model.tinygpt --data t.txt --split test", d);  // a CLI11 usage error
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--split: test not in {all,train,val}"), std::string::npos) << bad.err;
   CliRun i = ptl_cli("info run/model.tinygpt", d);
   EXPECT_NE(i.out.find("70464"), std::string::npos);
   EXPECT_NE(i.out.find("5 steps"), std::string::npos);
