@@ -67,5 +67,6 @@ void add_sft(CLI::App& app);   // sft, sft-eval
 void add_bench(CLI::App& app);
 void add_export(CLI::App& app);         // init, program
 void add_import_export(CLI::App& app);  // export, import
+void add_tokenizer(CLI::App& app);      // tokenizer train, encode, decode, info
 
 }  // namespace ptl::cli
