@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/error.h"
 #include "engine/backends/cpu/cpu_backend.h"
+#include "engine/error.h"
 #include "engine/program.h"
 
 #if defined(__EMSCRIPTEN__)
@@ -85,7 +85,8 @@ void check_training_fits(const ModelConfig& model, const BuildOptions& options, 
 #endif
   throw Error("training this model at batch " + std::to_string(options.batch) + " needs " + format_bytes(m.total()) +
               " (weights " + format_bytes(m.weights) + ", AdamW moments " + format_bytes(m.optimizer) +
-              ", activations and gradients " + format_bytes(m.arena) + "); " + where + ": use a smaller batch, context or preset");
+              ", activations and gradients " + format_bytes(m.arena) + "); " + where +
+              ": use a smaller batch, context or preset");
 }
 
 }  // namespace ptl
