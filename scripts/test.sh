@@ -25,7 +25,7 @@ stage "Format and lint check (clang-format, prettier, eslint, Ruff)" scripts/for
 stage "C++ tests (ctest)" ctest --test-dir build --output-on-failure -j "$(nproc)"
 # Debian's torch lives in /usr/bin/python3, not in whatever python3 comes first on PATH.
 stage "Kills and faults: SIGKILL and resume, disk full, read-only, a replaced checkpoint (tests/reliability)" \
-  bash -c 'tests/reliability/kill_resume.sh --kills 30 --steps 600 && tests/reliability/faults.sh'
+  bash -c 'tests/reliability/kill_resume.sh --kills 30 --steps 2000 && tests/reliability/faults.sh'
 stage "PyTorch reference and parity tests (pytest)" /usr/bin/python3 -m pytest tests/python -q
 stage "Tokenizers against gpt-3-encoder, @huggingface/tokenizers and Rust tokenizers, in Node" \
   env PTL_NATIVE_BIN="$PWD/build/ptl" node --test tests/tokenizer/

@@ -178,6 +178,7 @@ std::unique_ptr<ptl::Trainer> trainer_from_config(const std::string& text) {
   ptl::ModelConfig mc = ptl::ModelConfig::from_json(model);  // validates
   ptl::TrainConfig base;
   base.batch = preset.batch;
+  base.lr = preset.lr;  // as `ptl train`: the preset's learning rate unless the config gives one
   json train = base.to_json();
   if (j.contains("train")) {
     only_keys(j["train"], train, "train config");
