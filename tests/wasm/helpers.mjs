@@ -58,7 +58,7 @@ export function nativeRun(name, args) {
   return dir;
 }
 
-// The reference run of the parity test: Small, 50 steps, seed 1337, batch 16, lr 3e-4, cosine.
+// The reference run of the parity test: Small, 50 steps, seed 1337, batch 16, the preset's lr, cosine.
 export const SMALL_STEPS = 50;
 export function nativeSmallRun() {
   return nativeRun('small-50', [
