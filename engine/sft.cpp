@@ -63,6 +63,9 @@ std::vector<SftExample> parse_sft_jsonl(const std::string& text, const std::stri
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
       fail(where + "not valid JSON (syntax error near byte " + std::to_string(e.byte) + ")");
+    } catch (const nlohmann::json::exception&) {
+      // The parser's other refusal: a number too large for a double (1e999).
+      fail(where + "not valid JSON (a number out of range)");
     }
     check(j.is_object(), where + "expected a JSON object {\"prompt\", \"response\"} or {\"messages\": [...]}");
     SftExample ex;

@@ -52,8 +52,7 @@ def last(pattern, default=None):
     found = re.findall(pattern, text)
     return int(found[-1]) if found else default
 execs = last(r"stat::number_of_executed_units:\s*(\d+)", 0)
-spent = last(r"Done (\d+) runs in (\d+) second", None)
-spent = int(re.findall(r"Done \d+ runs in (\d+) second", text)[-1]) if spent is not None else seconds
+spent = last(r"Done \d+ runs in (\d+) second", seconds)
 print(json.dumps({
     "target": target,
     "seconds": spent,
