@@ -52,12 +52,14 @@ def last(pattern, default=None):
     found = re.findall(pattern, text)
     return int(found[-1]) if found else default
 execs = last(r"stat::number_of_executed_units:\s*(\d+)", 0)
-spent = last(r"Done \d+ runs in (\d+) second", seconds)
+rate = last(r"stat::average_exec_per_sec:\s*(\d+)", 0)
+# A run that stopped on a crash prints no "Done" line: its time follows from its rate.
+spent = last(r"Done \d+ runs in (\d+) second", round(execs / rate) if rate else seconds)
 print(json.dumps({
     "target": target,
     "seconds": spent,
     "execs": execs,
-    "execs_per_s": round(execs / max(spent, 1)),
+    "execs_per_s": rate or round(execs / max(spent, 1)),
     "coverage": last(r"cov: (\d+)"),
     "features": last(r"ft: (\d+)"),
     "corpus_size": last(r"corp: (\d+)/"),

@@ -135,7 +135,7 @@ std::string create_config(FuzzedDataProvider& in) {
                           {"lr", pick_double(in)}};
   nlohmann::json j = {{"preset", in.ConsumeBool() ? "tiny" : "Tiny"}, {"model", model}, {"train", train}};
   if (in.ConsumeIntegralInRange(0, 7) == 0) j["model"][in.ConsumeRandomLengthString(6)] = pick_json(in);
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // Bytes exported by the API (a checkpoint or an adapter) with a few of them changed.
@@ -247,7 +247,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         nlohmann::json o =
             nlohmann::json::parse(pick_object(in, {"temperature", "top_k", "top_p", "seed"}), nullptr, false);
         if (o.is_object()) o["max_tokens"] = in.ConsumeIntegralInRange(-1, 6);
-        const std::string opts = o.is_discarded() ? std::string("{") : o.dump();
+        const std::string opts =
+            o.is_discarded() ? std::string("{") : o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         if (in.ConsumeBool())
           ptl_generate(h, reinterpret_cast<const uint8_t*>(t.data()), pick_size(in, t.size()), opts.c_str(), nullptr);
         else
@@ -288,7 +289,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                          {"alpha", pick_double(in)},
                          {"targets", in.ConsumeBool() ? nlohmann::json::array({"q", "v"}) : pick_json(in)}};
         }
-        ptl_start_finetune(h, j.is_discarded() ? "[" : j.dump().c_str());
+        ptl_start_finetune(
+            h, j.is_discarded() ? "[" : j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         break;
       }
       case 26: {
