@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -93,6 +94,20 @@ TEST(UntrustedInput, ProgramReaderBoundsEverything) {
   json z = tiny_program();
   z["tensors"][0]["shape"] = {0, int64_t(1) << 40, int64_t(1) << 40};
   EXPECT_EQ(Program::from_json(z).tensors[0].bytes(), 0);
+}
+
+TEST(UntrustedInput, EmptyTensorWithHugeDimensions) {
+  // Valid (zero elements), but its other dimensions multiply past int64: numel() overflowed.
+  const std::string header = R"({"z":{"dtype":"F32","shape":[4611686018427387904,4611686018427387904,0],)"
+                             R"("data_offsets":[0,0]}})";
+  std::vector<uint8_t> file(8 + header.size());
+  const uint64_t n = header.size();
+  std::memcpy(file.data(), &n, 8);
+  std::memcpy(file.data() + 8, header.data(), header.size());
+  const SafeTensors st = decode_safetensors(file.data(), file.size());
+  ASSERT_EQ(st.tensors.size(), 1u);
+  EXPECT_EQ(st.tensors[0].numel(), 0);
+  EXPECT_TRUE(st.tensors[0].data.empty());
 }
 
 TEST(UntrustedInput, CheckpointMetadataNumbers) {
