@@ -36,7 +36,7 @@ for t in "${targets[@]}"; do
   crashes="$build/crashes/$t"
   log="$build/logs/$t.log"
   mkdir -p "$seeds" "$work" "$crashes" "$(dirname "$log")"
-  # -jobs=1 -workers=1: one process on one core. The writable corpus comes first (libFuzzer adds
+  # One process on one core (no -jobs: libFuzzer forks nothing). The writable corpus comes first (libFuzzer adds
   # new inputs to it), then the committed seeds (read only).
   rc=0
   # shellcheck disable=SC2086

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <new>
@@ -57,8 +58,12 @@
 #endif
 
 using nlohmann::json;
+using ptl::json_int;  // every integer from JavaScript is range-checked (engine/config.h)
 
 namespace {
+
+constexpr int64_t kIntMin = std::numeric_limits<int>::min(), kIntMax = std::numeric_limits<int>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min(), kInt64Max = std::numeric_limits<int64_t>::max();
 
 // Polling generation (ptl_generate_start / ptl_generate_next) through Trainer::begin_generation
 // and Trainer::next_token; ptl_generate streams the same tokens through a callback.
@@ -224,10 +229,10 @@ ptl::SamplingOptions sampling_from(const char* options_json, int* max_tokens) {
             "generation options");
   ptl::SamplingOptions o;
   o.temperature = j.value("temperature", o.temperature);
-  o.top_k = j.value("top_k", o.top_k);
+  if (j.contains("top_k")) o.top_k = int(json_int(j["top_k"], 0, kIntMax, "generation options: 'top_k'"));
   o.top_p = j.value("top_p", o.top_p);
-  o.seed = j.value("seed", o.seed);
-  *max_tokens = j.value("max_tokens", 200);
+  if (j.contains("seed")) o.seed = ptl::json_u64(j["seed"], "generation options: 'seed'");
+  *max_tokens = j.contains("max_tokens") ? int(json_int(j["max_tokens"], kIntMin, kIntMax, "max tokens")) : 200;
   ptl::check(*max_tokens >= 0, "max tokens must not be negative");
   return o;
 }
@@ -458,7 +463,7 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_record_step(int h, const char* json_text) {
         only_keys(j, json{{"step", 0}, {"loss", 0}, {"grad_norm", 0}, {"seconds", 0}}, "step result");
         ptl::check(j.contains("step") && j.contains("loss"), "step result: give \"step\" and \"loss\"");
         ptl::StepResult r;
-        r.step = j.at("step").get<int64_t>();
+        r.step = json_int(j.at("step"), kInt64Min, kInt64Max, "step result: 'step'");
         // JSON has no NaN or infinity: a non-finite number arrives as null.
         auto number = [&](const char* key, double dflt) {
           return !j.contains(key) ? dflt : j.at(key).is_null() ? double(NAN) : j.at(key).get<double>();
@@ -491,7 +496,9 @@ EMSCRIPTEN_KEEPALIVE int ptl_loop_options(int h, const char* json_text) {
         json j = json::parse(json_text ? json_text : "{}");
         only_keys(j, json{{"sample_at_end", 0}, {"save_every", 0}}, "loop options");
         const bool at_end = j.value("sample_at_end", s.sample_at_end);
-        const int64_t every = j.value("save_every", s.save_every);
+        const int64_t every = j.contains("save_every")
+                                  ? json_int(j["save_every"], kInt64Min, kInt64Max, "loop options: 'save_every'")
+                                  : s.save_every;
         ptl::check(every >= 0, "loop options: save_every must not be negative");
         s.sample_at_end = at_end;
         s.save_every = every;
@@ -834,12 +841,13 @@ EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
                   "fine-tune config");
         ptl::check(j.contains("steps"), "fine-tune config: give \"steps\"");
         ptl::TrainConfig tc = s.trainer->train_config();  // the base run's optimizer settings, then ours
-        tc.steps = j.at("steps").get<int64_t>();
+        tc.steps = json_int(j.at("steps"), kInt64Min, kInt64Max, "fine-tune config: 'steps'");
         tc.lr = j.value("lr", 1e-3);
         if (j.contains("schedule")) tc.schedule = j.at("schedule").get<std::string>();
-        if (j.contains("batch")) tc.batch = j.at("batch").get<int>();
-        if (j.contains("seed")) tc.seed = j.at("seed").get<uint64_t>();
-        tc.warmup = j.value("warmup", int64_t(0));
+        if (j.contains("batch")) tc.batch = int(json_int(j["batch"], kIntMin, kIntMax, "fine-tune config: 'batch'"));
+        if (j.contains("seed")) tc.seed = ptl::json_u64(j["seed"], "fine-tune config: 'seed'");
+        tc.warmup =
+            j.contains("warmup") ? json_int(j["warmup"], kInt64Min, kInt64Max, "fine-tune config: 'warmup'") : 0;
         tc.dropout = j.value("dropout", 0.0);
         tc.sample_every = 0;
         tc.validate();
