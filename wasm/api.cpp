@@ -134,8 +134,17 @@ const char* text_result(std::string s) {
 }
 
 size_t size_arg(double n) {
-  ptl::check(std::isfinite(n) && n >= 0 && n == std::floor(n), "invalid byte count");
+  // Up to 2^53, JavaScript's exact integers: converting a larger double (1e308) to size_t is
+  // undefined behaviour.
+  ptl::check(std::isfinite(n) && n >= 0 && n <= 0x1p53 && n == std::floor(n), "invalid byte count");
   return size_t(n);
+}
+
+// A step number from JavaScript: an integer from `first` (0 or 1) to 2^53.
+int64_t step_arg(double step, int first) {
+  ptl::check(std::isfinite(step) && step >= first && step <= 0x1p53 && step == std::floor(step),
+             first ? "step must be a positive integer" : "step must be a non-negative integer");
+  return int64_t(step);
 }
 
 std::string bytes_arg(const uint8_t* p, double n) {
@@ -441,12 +450,8 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_train(int h, int steps) {
 // ptl_train and ptl_record_step apply. For an external executor to decide right after it
 // submits a step, before the step's loss comes back.
 EMSCRIPTEN_KEEPALIVE const char* ptl_events_after(int h, double step) {
-  return guarded(
-      [&] {
-        ptl::check(std::isfinite(step) && step >= 1 && step == std::floor(step), "step must be a positive integer");
-        return text_result(events_json(loop(session(h)).events_after(int64_t(step))).dump());
-      },
-      (const char*)nullptr);
+  return guarded([&] { return text_result(events_json(loop(session(h)).events_after(step_arg(step, 1))).dump()); },
+                 (const char*)nullptr);
 }
 
 // Records a step another executor ran on a batch of ptl_next_batch: {"step", "loss",
@@ -558,9 +563,9 @@ EMSCRIPTEN_KEEPALIVE int ptl_set_step(int h, double step) {
   return guarded(
       [&] {
         Session& s = session(h);
-        ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
-        s.trainer->set_step(int64_t(step));
-        if (s.recorded > int64_t(step)) s.recorded = int64_t(step);
+        const int64_t n = step_arg(step, 0);
+        s.trainer->set_step(n);
+        if (s.recorded > n) s.recorded = n;
         return 0;
       },
       -1);
@@ -753,12 +758,7 @@ EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_next_batch(int h) {
 // The learning rate of 0-based step `step` (the step with optim.hparams[1] = step + 1) under the
 // trainer's current schedule (TrainConfig::lr_at). NaN on error.
 EMSCRIPTEN_KEEPALIVE double ptl_lr_at(int h, double step) {
-  return guarded(
-      [&] {
-        ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
-        return session(h).trainer->lr_at(int64_t(step));
-      },
-      double(NAN));
+  return guarded([&] { return session(h).trainer->lr_at(step_arg(step, 0)); }, double(NAN));
 }
 
 // The key of the training program's "dropout.seed" input {key, step} (docs/model.md, "Dropout"):
