@@ -1,6 +1,7 @@
 #pragma once
 // The `ptl` subcommands. Each registers its options on a CLI11 subcommand and runs when chosen.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace ptl::cli {
@@ -53,6 +54,10 @@ constexpr int kInterruptedStatus = 130;
 // e.g. `--out` naming the base checkpoint cannot replace it.
 void check_not_overwriting(const std::string& out, const std::string& input, const std::string& what);
 
+// What `ptl train` does with no options (preset, its batch, steps, lr, schedule, dropout ...):
+// `ptl info --defaults --json` prints it, and the playground site starts from the same settings.
+nlohmann::json train_defaults();
+
 void add_train(CLI::App& app);
 void add_sample(CLI::App& app);
 void add_eval(CLI::App& app);
@@ -62,5 +67,6 @@ void add_sft(CLI::App& app);   // sft, sft-eval
 void add_bench(CLI::App& app);
 void add_export(CLI::App& app);         // init, program
 void add_import_export(CLI::App& app);  // export, import
+void add_tokenizer(CLI::App& app);      // tokenizer train, encode, decode, info
 
 }  // namespace ptl::cli

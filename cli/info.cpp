@@ -12,7 +12,7 @@ namespace {
 struct InfoArgs {
   std::string checkpoint, preset;
   int batch = 0;
-  bool json = false;
+  bool json = false, defaults = false;
 };
 
 // Bytes of the training program: weights, gradients, AdamW moments and everything else
@@ -53,7 +53,18 @@ std::string mib(int64_t bytes) {
 }
 
 void run_info(const InfoArgs& a) {
-  check(a.checkpoint.empty() != a.preset.empty(), "give either a checkpoint or --preset NAME");
+  if (a.defaults) {
+    check(a.checkpoint.empty() && a.preset.empty(), "--defaults takes no checkpoint and no --preset");
+    const nlohmann::json d = train_defaults();
+    if (a.json) {
+      std::printf("%s\n", d.dump(2).c_str());
+      return;
+    }
+    std::printf("ptl train with no options:\n");
+    for (const auto& [key, value] : d.items()) std::printf("  %-13s %s\n", key.c_str(), value.dump().c_str());
+    return;
+  }
+  check(a.checkpoint.empty() != a.preset.empty(), "give either a checkpoint or --preset NAME (or --defaults)");
   nlohmann::json j;
   ModelConfig mc;
   int batch = a.batch;
@@ -136,6 +147,7 @@ void add_info(CLI::App& app) {
   cmd->add_option("--preset", a->preset, "Describe a preset instead");
   cmd->add_option("--batch", a->batch, "Batch size for the memory estimate (default: the run's or preset's)")
       ->check(at_least(1));
+  cmd->add_flag("--defaults", a->defaults, "Describe what `ptl train` does with no options instead");
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([a]() { run_info(*a); });
 }

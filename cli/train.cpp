@@ -1,9 +1,12 @@
 // ptl train: train a model from scratch or resume a run, with progress, metrics and checkpoints.
+#include <sys/stat.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +20,7 @@
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/checkpoint.h"
 #include "engine/error.h"
+#include "engine/memory.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
 #include "engine/training_loop.h"
@@ -66,8 +70,25 @@ std::string for_terminal(const std::string& text) {
 // before a crash, a kill or a failed save) are trained again, and must not be logged twice; a
 // line cut off mid-way by the crash goes too. metrics.jsonl keeps its complete lines with step
 // <= `step`; samples.txt its samples up to that step.
+// A file as the file system knows it: replaced (renamed over), rewritten or removed, it differs.
+struct FileIdentity {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+FileIdentity identify(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {true, st.st_dev, st.st_ino, st.st_size, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
 void trim_run_logs(const fs::path& dir, int64_t step) {
   const fs::path metrics = dir / "metrics.jsonl", samples = dir / "samples.txt";
+  for (const fs::path& p : {metrics, samples, dir / "model.tinygpt"}) remove_stale_temporaries(p.string());
   auto rewrite = [](const fs::path& path, const std::string& text) {
     write_file_atomic(path.string(), std::vector<uint8_t>(text.begin(), text.end()));
   };
@@ -187,6 +208,10 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     tc.eval_every = a.eval_every;
     tc.sample_every = a.sample_every;
     tc.data_path = fs::absolute(a.data.empty() ? find_tinyshakespeare() : a.data).string();
+    BuildOptions opt;
+    opt.batch = tc.batch;
+    opt.dropout = tc.dropout;
+    check_training_fits(mc, opt, tc);  // before the weights are allocated and initialised
     trainer = std::make_unique<Trainer>(mc, tc);
     if (out.empty()) out = timestamp_dir();
   }
@@ -211,7 +236,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     trim_run_logs(out, trainer->state().step);
   }
   std::ofstream metrics(fs::path(out) / "metrics.jsonl", a.resume.empty() ? std::ios::trunc : std::ios::app);
-  check(bool(metrics), "cannot write " + (fs::path(out) / "metrics.jsonl").string());
+  check(bool(metrics), "cannot write " + (fs::path(out) / "metrics.jsonl").string() + ": " + std::strerror(errno));
   std::ofstream samples(fs::path(out) / "samples.txt", a.resume.empty() ? std::ios::trunc : std::ios::app);
 
   const ModelConfig& mc = trainer->model_config();
@@ -263,9 +288,30 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     samples.flush();
   };
   bool wrote_own = false;  // a checkpoint of this run is on disk (else the one resumed from is the last good one)
-  cb.on_save = [&](int64_t) {
+  // What the checkpoint's name held when the run last looked: another program replacing it (a
+  // second run into the same folder, a user's copy) must not be overwritten silently.
+  FileIdentity expected = identify(ckpt_path);
+  auto last_good = [&]() -> std::string {
+    const auto saved = loop.saved_step();
+    return saved ? "the last good checkpoint is " + (wrote_own ? ckpt_path : a.resume) + " (step " +
+                       std::to_string(*saved) + ")"
+                 : std::string("no checkpoint was written");
+  };
+  cb.on_save = [&](int64_t step) {
     metrics.flush();
-    write_file_atomic(ckpt_path, trainer->save_checkpoint(true));
+    const std::vector<uint8_t> bytes = trainer->save_checkpoint(true);
+    if (identify(ckpt_path) != expected) {
+      const std::string aside = (fs::path(out) / ("model.step-" + std::to_string(step) + ".tinygpt")).string();
+      write_file_atomic(aside, bytes);
+      fail(ckpt_path + " was replaced by another program during this run; it is left as it is. This run's step " +
+           std::to_string(step) + " is saved in " + aside + " (continue with: ptl train --resume " + aside + ")");
+    }
+    try {
+      write_file_atomic(ckpt_path, bytes);
+    } catch (const Error& e) {
+      fail(std::string(e.what()) + "; the run stops at step " + std::to_string(step) + ", and " + last_good());
+    }
+    expected = identify(ckpt_path);
     wrote_own = true;
   };
   cb.on_step_end = [&](const StepReport& rep) {
@@ -275,11 +321,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
   const FitResult res = loop.fit(cb);
   if (res.stop == FitResult::diverged) {
     progress.finish();
-    const auto saved = loop.saved_step();
-    fail(res.divergence->message() + " (try a lower --lr); " +
-         (saved ? "the last good checkpoint is " + (wrote_own ? ckpt_path : a.resume) + " (step " +
-                      std::to_string(*saved) + ")"
-                : std::string("no checkpoint was written")));
+    fail(res.divergence->message() + " (try a lower --lr); " + last_good());
   }
   if (res.stop == FitResult::interrupted) {
     progress.finish();
@@ -298,6 +340,22 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
 }
 
 }  // namespace
+
+nlohmann::json train_defaults() {
+  const TrainArgs a;
+  return {{"preset", a.preset},
+          {"batch", find_preset(a.preset).batch},
+          {"steps", a.steps},
+          {"lr", a.lr > 0 ? a.lr : find_preset(a.preset).lr},  // the preset's
+          {"schedule", a.schedule},
+          {"warmup", a.warmup},
+          {"min_lr_frac", a.min_lr_frac},
+          {"weight_decay", a.weight_decay},
+          {"dropout", a.dropout},
+          {"seed", a.seed},
+          {"eval_every", a.eval_every},
+          {"sample_every", a.sample_every}};
+}
 
 void add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();

@@ -1,6 +1,7 @@
 #include "engine/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -363,6 +364,28 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   return out;
 }
 
+// Without this, every kill during a save would leave a checkpoint-sized file behind.
+void remove_stale_temporaries(const std::string& path) {
+#if defined(__linux__) && !defined(__EMSCRIPTEN__)
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp-";
+  std::error_code ec;
+  fs::directory_iterator it(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec);
+  if (ec) return;
+  for (const auto& e : it) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(prefix) || name.size() == prefix.size()) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = pid_t(std::stol(digits));
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
+  }
+#else
+  (void)path;
+#endif
+}
+
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes) {
   // The rename below replaces whatever `path` names: a device such as /dev/full would become a
   // regular file (as root, for every program on the machine). Only regular files are replaced.
@@ -372,6 +395,7 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
     check(std::filesystem::is_regular_file(st),
           "cannot write " + path + ": it exists and is not a regular file" +
               std::string(std::filesystem::is_directory(st) ? " (a folder)" : ""));
+  remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("cannot write " + path + ": " + std::strerror(errno));

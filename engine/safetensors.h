@@ -48,7 +48,10 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
 
 std::vector<uint8_t> read_file_bytes(const std::string& path);  // throws ptl::Error (missing, unreadable)
 // Write to `path.tmp-<pid>` in the same folder, flush, then rename over `path`, so a crash never
-// leaves a half-written file under the real name.
+// leaves a half-written file under the real name. Temporaries of `path` left by writers that were
+// killed (their process is gone) are removed first.
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes);
+// Removes `path.tmp-<pid>` files whose writer process no longer exists (killed mid-write).
+void remove_stale_temporaries(const std::string& path);
 
 }  // namespace ptl

@@ -7,6 +7,7 @@
 
 #include "engine/dropout.h"
 #include "engine/error.h"
+#include "engine/memory.h"
 
 namespace ptl {
 
@@ -96,6 +97,9 @@ cpu::Executor& Trainer::train_executor() {
     opt.batch = train_.batch;
     opt.loss_mask = train_masked_;
     opt.lora = lora_;
+    // Refused before the arena is allocated, naming the bytes needed and the limit (the weights,
+    // and the moments of a resumed run, are already held).
+    check_training_fits(model_, opt, train_, int64_t(store_.bytes()));
     train_exec_ = std::make_unique<cpu::Executor>(build_train_program(model_, opt, train_), store_);
   }
   return *train_exec_;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Every test: the format and lint check, the C++ suite (GoogleTest through CTest), the PyTorch parity suite,
+# the tokenizers against their npm references in Node,
 # the WebAssembly build in Node and in headless Chromium, the playground site in headless Chromium,
 # and the WebGPU backend in Node on SwiftShader. The fast stages run first; each prints its time.
 set -euo pipefail
@@ -23,7 +24,11 @@ stage "Set-up and build (scripts/setup.sh)" scripts/setup.sh
 stage "Format and lint check (clang-format, prettier, eslint, Ruff)" scripts/format.sh --check
 stage "C++ tests (ctest)" ctest --test-dir build --output-on-failure -j "$(nproc)"
 # Debian's torch lives in /usr/bin/python3, not in whatever python3 comes first on PATH.
+stage "Kills and faults: SIGKILL and resume, disk full, read-only, a replaced checkpoint (tests/reliability)" \
+  bash -c 'tests/reliability/kill_resume.sh --kills 30 --steps 600 && tests/reliability/faults.sh'
 stage "PyTorch reference and parity tests (pytest)" /usr/bin/python3 -m pytest tests/python -q
+stage "Tokenizers against gpt-3-encoder, @huggingface/tokenizers and Rust tokenizers, in Node" \
+  env PTL_NATIVE_BIN="$PWD/build/ptl" node --test tests/tokenizer/
 stage "WebAssembly engine (SIMD + threads) against native, in Node" \
   env PTL_NATIVE_BIN="$PWD/build/ptl" tests/wasm/run.sh simd-threads
 stage "WebAssembly engine in headless Chromium (Web Worker; isolated and not)" \

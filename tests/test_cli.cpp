@@ -123,12 +123,42 @@ TEST(Cli, EvalAndInfo) {
   CliRun st = ptl_cli("eval run/model.tinygpt --data t.txt --split train --json", d);
   ASSERT_EQ(st.code, 0) << st.err;
   EXPECT_EQ(nlohmann::json::parse(st.out)["tokens"].get<int64_t>(), 4499);
-  expect_error(ptl_cli("eval run/model.tinygpt --data t.txt --split test", d), "--split");
+  CliRun bad = ptl_cli("eval run/model.tinygpt --data t.txt --split test", d);  // a CLI11 usage error
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--split: test not in {all,train,val}"), std::string::npos) << bad.err;
   CliRun i = ptl_cli("info run/model.tinygpt", d);
   EXPECT_NE(i.out.find("70464"), std::string::npos);
   EXPECT_NE(i.out.find("5 steps"), std::string::npos);
   CliRun p = ptl_cli("info --preset behemoth", d);
   EXPECT_NE(p.out.find("473244160"), std::string::npos);
+}
+
+// `ptl info --defaults` is what `ptl train` runs with no options (the site starts from it): the
+// same values as train's --help shows, and the preset's batch.
+TEST(Cli, InfoDefaultsAreTrainsDefaults) {
+  test::TempDir d;
+  const CliRun r = ptl_cli("info --defaults --json", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const CliRun help = ptl_cli("train --help", d);
+  ASSERT_EQ(help.code, 0) << help.err;
+  // The default CLI11 shows after the option's type: "--steps INT=1500", "--schedule TEXT:{...}=cosine".
+  auto shown = [&](const std::string& option) {
+    const size_t at = help.out.find("  " + option + " ");
+    if (at == std::string::npos) return std::string("(no " + option + ")");
+    const size_t eq = help.out.find('=', at), end = help.out.find_first_of(" \n", eq);
+    return help.out.substr(eq + 1, end - eq - 1);
+  };
+  EXPECT_EQ(shown("--preset"), j["preset"].get<std::string>());
+  EXPECT_EQ(std::stoll(shown("--steps")), j["steps"].get<int64_t>());
+  EXPECT_DOUBLE_EQ(std::stod(shown("--lr")), j["lr"].get<double>());
+  EXPECT_EQ(shown("--schedule"), j["schedule"].get<std::string>());
+  EXPECT_DOUBLE_EQ(std::stod(shown("--dropout")), j["dropout"].get<double>());
+  EXPECT_EQ(std::stoull(shown("--seed")), j["seed"].get<uint64_t>());
+  const CliRun p = ptl_cli("info --preset " + j["preset"].get<std::string>() + " --json", d);
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(j["batch"], nlohmann::json::parse(p.out)["training_memory"]["batch"]);
+  expect_error(ptl_cli("info --defaults --preset tiny", d), "--defaults takes no checkpoint and no --preset");
 }
 
 TEST(Cli, BenchPrintsOneJsonLinePerPresetWithItsFigures) {
@@ -176,6 +206,10 @@ TEST(Cli, BadInputGivesOneLineErrors) {
   expect_error(ptl_cli("train --preset tiny --data small.txt", d), "corpus too small");
   expect_error(ptl_cli("train --preset tiny --ctx 4096 --data t.txt", d), "context of 4096");
   expect_error(ptl_cli("train --preset tiny --heads 5 --data t.txt", d), "not divisible by n_heads 5");
+  // Too big for any machine: refused before allocating, with the bytes needed and the limit.
+  CliRun big = ptl_cli("train --preset behemoth --batch 65536 --data t.txt --out big", d);
+  expect_error(big, "training this model at batch 65536 needs ");
+  EXPECT_NE(big.err.find(" available: use a smaller batch, context or preset"), std::string::npos) << big.err;
 
   ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 4 --out run", d).code, 0);
   const auto good = read_file_bytes(d.file("run/model.tinygpt"));

@@ -2,6 +2,7 @@
 // file (each must throw ptl::Error with a readable message, never crash), atomic writes, and
 // compatibility with an independent reader/writer in Python (struct + json only).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -369,6 +370,23 @@ TEST(SafeTensors, WriteFileAtomic) {
 
   ptl::write_file_atomic(path, {});
   EXPECT_TRUE(ptl::read_file_bytes(path).empty());
+}
+
+TEST(SafeTensors, WriteRemovesTemporariesOfKilledWriters) {
+  TempDir dir;
+  const std::string path = (dir.path / "model.tinygpt").string();
+  // A process that has exited: its pid names a writer killed mid-save.
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  ::waitpid(gone, nullptr, 0);
+  const std::string stale = "model.tinygpt.tmp-" + std::to_string(gone);
+  // A live writer's temporary (this process's parent stands in for it) and other files stay.
+  const std::string live = "model.tinygpt.tmp-" + std::to_string(::getppid());
+  for (const std::string& name : {stale, live, std::string("metrics.jsonl.tmp-") + std::to_string(gone)})
+    std::ofstream(dir.path / name) << "partial";
+  ptl::write_file_atomic(path, {1, 2, 3});
+  EXPECT_EQ(dir.listing(), (std::set<std::string>{"model.tinygpt", live, "metrics.jsonl.tmp-" + std::to_string(gone)}));
 }
 
 TEST(SafeTensors, FailedWriteLeavesNothing) {

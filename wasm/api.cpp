@@ -47,9 +47,11 @@
 #include <vector>
 
 #include "engine/backends/cpu/thread_pool.h"
+#include "engine/bpe_trainer.h"
 #include "engine/dropout.h"
 #include "engine/error.h"
 #include "engine/program_run.h"
+#include "engine/tokenizer_files.h"
 #include "engine/trainer.h"
 #include "engine/training_loop.h"
 
@@ -83,6 +85,22 @@ struct Session {
 std::map<int, Session> g_sessions;
 int g_next_handle = 1;
 std::string g_error;
+// Tokenizers have handles of their own (ptl_tokenizer_*), independent of the trainers'.
+std::map<int, ptl::Tokenizer> g_tokenizers;
+int g_next_tokenizer = 1;
+
+ptl::Tokenizer& tokenizer(int h) {
+  auto it = g_tokenizers.find(h);
+  ptl::check(it != g_tokenizers.end(), "invalid tokenizer handle " + std::to_string(h) + " (never created, or freed)");
+  return it->second;
+}
+
+int add_tokenizer(ptl::Tokenizer t) {
+  const int h = g_next_tokenizer++;
+  g_tokenizers.emplace(h, std::move(t));
+  return h;
+}
+
 std::string g_text;            // the last string result
 std::vector<uint8_t> g_bytes;  // the last byte result
 
@@ -928,6 +946,87 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_lora_info(int h) {
         return g_text.c_str();
       },
       (const char*)nullptr);
+}
+
+// ---- tokenizers (engine/tokenizer.h, docs/tokenizers.md) ----
+
+// A tokenizer from tokenizer.json bytes. Returns a handle, 0 on error.
+EMSCRIPTEN_KEEPALIVE int ptl_tokenizer_load(const uint8_t* json_bytes, double n, const char* name) {
+  return guarded(
+      [&] {
+        return add_tokenizer(
+            ptl::tokenizer_from_json(bytes_arg(json_bytes, n), name && *name ? name : "tokenizer.json"));
+      },
+      0);
+}
+
+// A byte-level BPE tokenizer trained on a text (vocab_size counts the bytes, the merged tokens and
+// <|endoftext|>: 257..65536). Returns a handle, 0 on error.
+EMSCRIPTEN_KEEPALIVE int ptl_tokenizer_train(const uint8_t* text, double n, int vocab_size) {
+  return guarded(
+      [&] {
+        ptl::BpeTrainOptions opt;
+        opt.vocab_size = vocab_size;
+        return add_tokenizer(ptl::train_bpe(bytes_arg(text, n), opt));
+      },
+      0);
+}
+
+EMSCRIPTEN_KEEPALIVE int ptl_tokenizer_free(int h) {
+  return guarded(
+      [&] {
+        tokenizer(h);
+        g_tokenizers.erase(h);
+        return 0;
+      },
+      -1);
+}
+
+// {"type", "vocab_size", "merges", "specials": [{"text", "id"}]}
+EMSCRIPTEN_KEEPALIVE const char* ptl_tokenizer_info(int h) {
+  return guarded(
+      [&] {
+        const ptl::Tokenizer& t = tokenizer(h);
+        json specials = json::array();
+        for (const auto& sp : t.specials()) specials.push_back({{"text", sp.text}, {"id", sp.id}});
+        return text_result(json{
+            {"type", t.type()}, {"vocab_size", t.vocab_size()}, {"merges", t.merge_count()}, {"specials", specials}}
+                               .dump());
+      },
+      (const char*)nullptr);
+}
+
+// The tokenizer.json text.
+EMSCRIPTEN_KEEPALIVE const char* ptl_tokenizer_json(int h) {
+  return guarded([&] { return text_result(tokenizer(h).to_json()); }, (const char*)nullptr);
+}
+
+// The ids of a text (any bytes), int32 little-endian (length ptl_result_size(), 4 bytes an id).
+// allow_special = 0 reads special tokens' text as ordinary text.
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_tokenizer_encode(int h, const uint8_t* text, double n, int allow_special) {
+  return guarded(
+      [&] {
+        const std::vector<int32_t> ids = tokenizer(h).encode(bytes_arg(text, n), allow_special != 0);
+        g_bytes.reserve(1);  // no ids is a valid result: the pointer must still not be NULL
+        g_bytes.resize(ids.size() * sizeof(int32_t));
+        if (!ids.empty()) std::memcpy(g_bytes.data(), ids.data(), g_bytes.size());
+        return (const uint8_t*)g_bytes.data();
+      },
+      (const uint8_t*)nullptr);
+}
+
+// The bytes of `count` int32 ids (length ptl_result_size()); an id outside the vocabulary is an error.
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_tokenizer_decode(int h, const int32_t* ids, double count) {
+  return guarded(
+      [&] {
+        const size_t len = size_arg(count);
+        ptl::check(ids != nullptr || len == 0, "null data pointer");
+        const std::string bytes = tokenizer(h).decode(std::span<const int32_t>(ids, len));
+        g_bytes.reserve(1);  // an empty text is a valid result: the pointer must still not be NULL
+        g_bytes.assign(bytes.begin(), bytes.end());
+        return (const uint8_t*)g_bytes.data();
+      },
+      (const uint8_t*)nullptr);
 }
 
 }  // extern "C"

@@ -1,6 +1,6 @@
-// ESLint (flat config) for the TypeScript and JavaScript of web/, tests/browser, tests/wasm and
-// bench/*.mjs: `npm --prefix web run lint` (it runs from the repository root with this file, so
-// the paths below are relative to the repository root).
+// ESLint (flat config) for the TypeScript and JavaScript of web/, tests/browser, tests/wasm,
+// tests/tokenizer and bench/*.mjs: `npm --prefix web run lint` (it runs from the
+// repository root with this file, so the paths below are relative to the repository root).
 import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
@@ -33,7 +33,7 @@ export default tseslint.config(
   },
   {
     // Browser tests: the functions they pass to page.evaluate run in the page.
-    files: ['tests/browser/**/*.mjs', 'web/site/tests/**/*.mjs', 'bench/wasm.mjs'],
+    files: ['tests/browser/**/*.mjs', 'web/site/tests/**/*.mjs', 'bench/wasm.mjs', 'bench/site_default_run.mjs'],
     languageOptions: { globals: { ...globals.browser } },
   },
   {

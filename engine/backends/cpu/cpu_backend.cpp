@@ -137,6 +137,12 @@ std::vector<size_t> plan_arena(const Program& p, bool share, size_t& total, size
 
 }  // namespace
 
+size_t arena_bytes_of(const Program& program) {
+  size_t total = 0, live_peak = 0;
+  plan_arena(program, true, total, live_peak);
+  return total;
+}
+
 Executor::Executor(Program program, TensorStore& store, bool share_memory) : program_(std::move(program)) {
   // Every non-persistent tensor in one arena, 64-byte aligned, memory shared by liveness.
   size_t total = 0;

@@ -54,6 +54,9 @@ class TensorStore {
   std::map<std::string, Buffer> tensors_;
 };
 
+// The arena an Executor of `program` allocates (memory shared by liveness), without allocating it.
+size_t arena_bytes_of(const Program& program);
+
 class Executor : public ptl::Executor {
  public:
   // share_memory = false gives every tensor its own bytes, so after run() every tensor holds

@@ -48,6 +48,8 @@ export interface TrainConfig {
   eps: number;
   weight_decay: number;
   grad_clip: number;
+  /** The model's dropout rate in training (docs/model.md, "Dropout"); 0 = none. */
+  dropout: number;
   seed: number;
   eval_every: number;
   eval_batches: number;

@@ -3,13 +3,17 @@
 //   public/wasm/<variant>/ptl_engine.{js,wasm,worker.js}  from build-wasm/ (wasm/build.sh)
 //   public/data/tinyshakespeare.txt                       from $PTL_DATA_DIR or ../shared/data
 //   src/generated/presets.json                            from the native `ptl info --preset X --json`
+//   src/generated/defaults.json                           the playground's run: `ptl info --defaults
+//                                                         --json` (ptl train's), SITE_RUN over it
 //   src/generated/bench.json                              from bench/results/*.jsonl
 //   src/generated/img/*.svg                               from docs/img/ (the plots of /performance)
-//   src/generated/site.json                               {pretrained}: the published model, if any
+//   public/models/pretrained.tinygpt                      the pretrained model (scripts/pretrained.mjs)
+//   src/generated/site.json                               {pretrained}: that model, described, or null
 //
-// The pretrained model: $PTL_PRETRAINED_MODEL (a .tinygpt) is copied to
-// public/models/pretrained.tinygpt; a file already there is used as it is. The page shows its
-// "Load pretrained model" banner only when the build has one.
+// The pretrained model: $PTL_PRETRAINED_MODEL when set ("none": no model), else the repository's
+// models/shakespeare.tinygpt. It is copied on every build and the copy removed when there is no
+// source; the page's "talk to a pretrained model" banner and its sampling panel's default model
+// appear only when the build has one.
 //
 // All of these are ignored by git: the engine is built from source, the corpus is never
 // committed, and the preset table has one home (engine/config.cpp).
@@ -22,11 +26,14 @@ import {
   readFileSync,
   readdirSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { SERVED_MODEL, placePretrained, pretrainedSource } from './pretrained.mjs';
 
 const site = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(site, '../..');
@@ -79,6 +86,20 @@ const presets = names.map((name) => {
 });
 mkdirSync(join(site, 'src/generated'), { recursive: true });
 writeFileSync(join(site, 'src/generated/presets.json'), JSON.stringify(presets, null, 1) + '\n');
+// The playground's defaults: the settings of `ptl train` with no options (cli/train.cpp holds
+// them), except where a browser needs another run. WebAssembly trains about four times slower
+// than native code on the same cores, so the site's first run is a smaller preset at a higher
+// rate: it reaches validation loss 1.75 after about 3,000 steps, 2 to 3 minutes at the
+// WebAssembly benchmark's speed on two idle cores, where ptl's Medium needs over five
+// (docs/performance.md, "The playground's default run"; bench/site_default_run.mjs times it).
+// `ptl train --preset small --steps 4000 --lr 0.003` is the same run natively.
+const SITE_RUN = { preset: 'small', steps: 4000, lr: 0.003 };
+const ptlDefaults = JSON.parse(execFileSync(ptl, ['info', '--defaults', '--json'], { encoding: 'utf8' }));
+const defaults = { ...ptlDefaults, ...SITE_RUN, ptl: ptlDefaults };
+const defaultPreset = presets.find((p) => p.name === defaults.preset);
+if (!defaultPreset) fail(`the default preset ${defaults.preset} is not a preset`);
+if (defaults.preset !== ptlDefaults.preset) defaults.batch = defaultPreset.batch; // as ptl: the preset's
+writeFileSync(join(site, 'src/generated/defaults.json'), JSON.stringify(defaults, null, 1) + '\n');
 
 // 4. Benchmark figures for /performance: the results of record, one JSON-lines file per benchmark
 //    in bench/results/ (its first line the header: machine, engine, command), keyed by the file's
@@ -168,20 +189,51 @@ if (corpus) {
   writeFileSync(join(site, 'src/generated/native-tiny.json'), 'null\n');
 }
 
-// 6. The pretrained model.
-const pretrained = join(site, 'public/models/pretrained.tinygpt');
-if (process.env.PTL_PRETRAINED_MODEL) {
-  if (!existsSync(process.env.PTL_PRETRAINED_MODEL))
-    fail(`PTL_PRETRAINED_MODEL=${process.env.PTL_PRETRAINED_MODEL} does not exist`);
-  mkdirSync(dirname(pretrained), { recursive: true });
-  copyFileSync(process.env.PTL_PRETRAINED_MODEL, pretrained);
+// 6. The pretrained model, described by `ptl info` for the banner (what it is, how far trained).
+const servedModel = join(site, 'public', SERVED_MODEL);
+let source;
+try {
+  source = pretrainedSource({ repo });
+} catch (e) {
+  fail(e.message);
 }
-const hasPretrained = existsSync(pretrained);
-writeFileSync(
-  join(site, 'src/generated/site.json'),
-  JSON.stringify({ pretrained: hasPretrained ? 'models/pretrained.tinygpt' : null }) + '\n',
-);
+let pretrained = null;
+if (source) {
+  let info;
+  try {
+    info = JSON.parse(
+      execFileSync(ptl, ['info', source.path, '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
+  } catch (e) {
+    fail(
+      `the pretrained model ${source.path} (${source.origin}) does not load: ${String(e.stderr ?? e.message).trim()}`,
+    );
+  }
+  const m = info.model_config;
+  pretrained = {
+    url: SERVED_MODEL,
+    origin: source.origin,
+    bytes: statSync(source.path).size,
+    parameters: info.parameters,
+    n_layers: m.n_layers,
+    d_model: m.d_model,
+    n_heads: m.n_heads,
+    ctx: m.ctx,
+    step: info.step,
+    dtype: info.weights_dtype,
+    val_loss: info.last_loss?.val_loss ?? null,
+    // The corpus it learnt, by name (its path is the training machine's).
+    data: /tinyshakespeare/i.test(info.train_config?.data_path ?? '')
+      ? 'TinyShakespeare'
+      : info.train_config?.data_path
+        ? basename(info.train_config.data_path)
+        : null,
+    sha256: info.sha256,
+  };
+}
+placePretrained(source?.path ?? null, servedModel);
+writeFileSync(join(site, 'src/generated/site.json'), JSON.stringify({ pretrained }, null, 1) + '\n');
 
 console.log(
-  `copy-assets: wasm builds ${found.join(', ')}; corpus ${corpus ? 'copied' : 'remote'}; ${presets.length} presets; ${Object.keys(bench).length} benchmark files; pretrained model ${hasPretrained ? 'yes' : 'no'}`,
+  `copy-assets: wasm builds ${found.join(', ')}; corpus ${corpus ? 'copied' : 'remote'}; ${presets.length} presets; ${Object.keys(bench).length} benchmark files; pretrained model ${source ? `${source.path} (${source.origin})` : 'none'}`,
 );

@@ -45,21 +45,36 @@ test('before and after a first run: reasons, guide, one backend line, resume sch
     const statusLine = await text(page, '#status');
     assert.ok(!/Auto|WebGPU|threads/.test(statusLine), `the status line does not repeat it: ${statusLine}`);
 
-    // a. Disabled panels say why and how to enable them.
-    assert.ok(await page.isDisabled('#generate'));
-    assert.ok(await page.isDisabled('#inspect'));
-    for (const id of ['#gen-why', '#inspect-why']) {
-      assert.ok(await page.isVisible(id), `${id} is shown`);
-      assert.match(await text(page, id), /^No model yet: press Start new run .* open a checkpoint/);
+    // a. Before any run, the panels that need a model use the build's pretrained model and say
+    // so; without one they are disabled and say why and how to enable them.
+    if (await page.isVisible('#pretrained-banner')) {
+      assert.ok(await page.isEnabled('#generate'));
+      assert.ok(await page.isEnabled('#inspect'));
+      for (const id of ['#gen-why', '#inspect-why']) assert.ok(await page.isHidden(id), `${id} is hidden`);
+      for (const id of ['#gen-model', '#inspect-model'])
+        assert.match(await text(page, id), /^Uses the pretrained model \(.+\); the first use downloads it/);
+    } else {
+      assert.ok(await page.isDisabled('#generate'));
+      assert.ok(await page.isDisabled('#inspect'));
+      for (const id of ['#gen-why', '#inspect-why']) {
+        assert.ok(await page.isVisible(id), `${id} is shown`);
+        assert.match(await text(page, id), /^No model yet: press Start new run .* open a checkpoint/);
+      }
     }
     // h. The fine-tune line guides too.
     assert.match(await text(page, '#ft-status'), /^Train or load a model first/);
 
-    // b. How long to train: Tiny points to Small; Small gives steps and this machine's time.
+    // b. How long to train: Tiny points to Small; Small and Medium give steps and this machine's time.
+    await page.selectOption('#preset', 'medium');
+    await page.waitForFunction(() =>
+      /2,000 steps of Medium take about/.test(document.getElementById('steps-guide').textContent),
+    );
+    assert.match(await text(page, '#steps-guide'), /Medium learns more per step/);
+    await page.selectOption('#preset', 'tiny');
     assert.match(await text(page, '#steps-guide'), /Tiny learns .* not words.* choose Small/);
     await page.selectOption('#preset', 'small');
     await page.waitForFunction(() =>
-      /1,500 steps of Small take about/.test(document.getElementById('steps-guide').textContent),
+      /3,000 steps of Small take about/.test(document.getElementById('steps-guide').textContent),
     );
     assert.match(await text(page, '#steps-guide'), /mostly real words after about 1,500/);
     await shoot(page, 'first-minutes-guide-1440');
@@ -86,9 +101,10 @@ test('before and after a first run: reasons, guide, one backend line, resume sch
       assert.ok(Math.abs(lrs[i] - 1e-4) < 1e-9, `step ${i + 1}: lr ${lrs[i]} stays at 1e-4`);
     assert.equal((await losses(page)).length, 60);
 
-    // a, h. With a model, the reasons go and the fine-tune line moves on.
+    // a, h. With a model, the reasons go, the panels name the run, and the fine-tune line moves on.
     assert.ok(await page.isHidden('#gen-why'));
     assert.ok(await page.isHidden('#inspect-why'));
+    assert.equal(await text(page, '#gen-model'), 'Uses your Tiny run, at step 60.');
     assert.match(await text(page, '#ft-status'), /^Choose the fine-tuning data/);
 
     // d. "Start new run" asks before it throws the trained model away: cancelled, nothing changes.

@@ -1,6 +1,7 @@
 // The playground in headless Chromium (SwiftShader for WebGPU), served with COOP/COEP:
 // training on WebAssembly and on WebGPU, samples, download and reopen, a corrupt file, resuming
-// after a reload from the OPFS autosave, the pretrained banner, and the page without isolation.
+// after a reload from the OPFS autosave, the pretrained model out of the box, and the page without
+// isolation.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -366,7 +367,7 @@ test('switching to another engine build keeps the model and ends the old worker'
   }
 });
 
-test('pretrained model: the banner loads the published model, which generates', async (t) => {
+test('pretrained model out of the box: the banner describes it; with no run, the sampling panel talks to it', async (t) => {
   const s = await openSite();
   const { page } = s;
   try {
@@ -375,12 +376,53 @@ test('pretrained model: the banner loads the published model, which generates', 
       t.skip('the site was built without a pretrained model (web/site/tests/run.sh builds one in)');
       return;
     }
-    await page.click('#load-pretrained');
-    await page.waitForFunction(() => document.body.dataset.opened === 'the pretrained model');
-    assert.match(await page.textContent('#status'), /Opened the pretrained model: .* step \d+/);
+    // The banner invites to talk to it and says what it is, from the checkpoint's metadata.
+    const served = path.join(DIST, 'models/pretrained.tinygpt');
+    const info = JSON.parse(ptl(['info', served, '--json']));
+    const m = info.model_config;
+    const banner = (await page.textContent('#pretrained-banner')).replace(/\s+/g, ' ');
+    assert.match(banner, /Talk to a pretrained model/);
+    assert.ok(banner.includes(`${m.n_layers} layers × d ${m.d_model}, context ${m.ctx}`), banner);
+    assert.ok(banner.includes(`trained ${info.step.toLocaleString('en')} steps on TinyShakespeare`), banner);
+    if (info.last_loss?.val_loss !== undefined)
+      assert.ok(banner.includes(`validation loss ${info.last_loss.val_loss.toFixed(2)}`), banner);
+
+    // No run trained or opened: the sampling panel offers the pretrained model and says so.
+    const stepsBefore = await page.inputValue('#steps');
+    assert.equal(await page.evaluate(() => document.body.dataset.state), 'empty');
+    assert.ok(await page.isEnabled('#generate'), 'Generate is there to press');
+    assert.ok(await page.isHidden('#gen-why'));
+    assert.match(await page.textContent('#gen-model'), /^Uses the pretrained model \(.+\); the first use downloads it/);
+    // Generate loads it once, then samples: greedy, the same bytes as native ptl from that file.
+    await page.fill('#prompt', 'ROMEO:');
+    await page.fill('#temperature', '0');
     await page.fill('#length', '40');
     await page.click('#generate');
     await page.waitForFunction(() => document.getElementById('gen-stats').textContent.startsWith('40 bytes'));
+    assert.equal(await page.evaluate(() => document.body.dataset.opened), 'the pretrained model');
+    assert.match(await page.textContent('#status'), /Opened the pretrained model: .* step \d+/);
+    assert.match(await page.textContent('#gen-model'), /^Uses the pretrained model \(/);
+    const text = await page.textContent('#gen-out');
+    const native = ptl(['sample', served, '--prompt', 'ROMEO:', '--temperature', '0', '--max-tokens', '40', '--raw'], {
+      encoding: 'latin1',
+    });
+    assert.equal(
+      Buffer.from(text, 'utf8').toString('hex'),
+      Buffer.from(native, 'latin1')
+        .subarray(0, 6 + 40)
+        .toString('hex'),
+      'the page samples the pretrained model',
+    );
+    assert.equal(await page.inputValue('#steps'), stepsBefore, 'the training settings stay the default run');
+    assert.ok(await page.isDisabled('#resume'), 'the pretrained model is not a run to resume');
+    // A second Generate uses the loaded model: no second download.
+    const downloads = [];
+    page.on('request', (r) => r.url().endsWith('pretrained.tinygpt') && downloads.push(r.url()));
+    await page.fill('#gen-seed', '7');
+    await page.fill('#temperature', '0.8');
+    await page.click('#generate');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready');
+    assert.deepEqual(downloads, []);
     await shootBoth(page, 'playground-pretrained');
     s.assertNoErrors('the playground (pretrained)');
   } finally {

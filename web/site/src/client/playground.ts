@@ -31,6 +31,10 @@ let gpuAdapter = false;
 let gpuSoftware = ''; // the adapter's name when it is a software rasteriser (SwiftShader ...), else
 let gflops = 0; // WebAssembly speed measured at load, for estimates
 let model: ModelSummary | null = null;
+// What the current model is, in words ("your Medium run", "model.tinygpt", "the pretrained model"),
+// and whether it is the pretrained one: the sampling panel says which model it samples from.
+let modelLabel = '';
+let modelIsPretrained = false;
 let corpusReady = false;
 let running: 'training' | 'generating' | null = null;
 let runStartStep = 0;
@@ -42,6 +46,11 @@ const hook = {
   losses: [] as number[],
   lrs: [] as number[],
   evals: [] as number[],
+  // Each validation of the runs since the page loaded: step, loss, the run's training seconds at
+  // that step and the page's clock (performance.now(), ms); `started`: the clock at each Start
+  // or Resume press (bench/site_default_run.mjs measures the default run's time to a loss).
+  evalLog: [] as { step: number; loss: number; trainSeconds: number; pageMs: number }[],
+  started: [] as number[],
   chartSteps: (): number[] => dash.lossSteps(),
   inspect: null as InspectResult | null,
 };
@@ -59,6 +68,7 @@ function settings(): RunSettings {
     batch: Math.max(1, Math.floor(num('batch'))),
     lr: num('lr'),
     schedule: $<HTMLSelectElement>('schedule').value as RunSettings['schedule'],
+    dropout: num('dropout'),
     seed: Math.max(0, Math.floor(num('seed'))),
     evalEvery: Math.max(0, Math.floor(num('eval-every'))),
     sampleEvery: Math.max(0, Math.floor(num('sample-every'))),
@@ -105,7 +115,8 @@ function describePreset(): void {
 
 /**
  * How long to train for readable text. The step counts are from runs of this engine on
- * TinyShakespeare at batch 16, learning rate 0.001, warm-up + cosine (the page's defaults); the
+ * TinyShakespeare at batch 16, warm-up + cosine: Tiny at learning rate 0.001, Small with the
+ * page's defaults (4,000 steps at 0.003), Medium with `ptl train`'s (4,000 steps at 0.002); the
  * time is this machine's, from the speed measured at load.
  */
 function describeGuide(): void {
@@ -120,8 +131,11 @@ function describeGuide(): void {
   const guide: Record<string, string> = {
     tiny: 'Tiny learns letters, spacing and line breaks, not words: after 1,500 steps its samples are still made-up words (validation loss about 2.2). For readable words choose Small.',
     small:
-      "Small writes play-shaped text (speaker names, lines, short words like 'the' and 'and') after about 500 steps, and mostly real words after about 1,500 (validation loss near 2.0)." +
-      timeFor(1500, 'small'),
+      "Small writes play-shaped text (speaker names, lines, short words like 'the' and 'and') after about 500 steps, mostly real words after about 1,500 (validation loss near 1.95), and recognisable verse once the loss is near 1.75, after about 3,000 of the default 4,000 steps (it ends near 1.70)." +
+      timeFor(3000, 'small'),
+    medium:
+      "Medium learns more per step, but a step costs about four of Small's: at learning rate 0.002 (ptl train's default), a 4,000-step run reaches validation loss 1.75 after about 2,000 steps and ends near 1.58." +
+      timeFor(2000, 'medium'),
   };
   $('steps-guide').textContent =
     guide[p.name] ??
@@ -323,22 +337,57 @@ async function onHfLoad(): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // Training
 
+interface PretrainedInfo {
+  url: string;
+  about: string;
+  bytes: number;
+}
+
+/** The build's pretrained model (the banner's data), or null when the build has none. */
+function pretrainedInfo(): PretrainedInfo | null {
+  const el = document.getElementById('pretrained-banner');
+  if (!el) return null;
+  return { url: el.dataset['url']!, about: el.dataset['about']!, bytes: Number(el.dataset['bytes']) };
+}
+
+const size = (b: number) => (b >= 1e6 ? `${(b / 1e6).toFixed(0)} MB` : `${Math.ceil(b / 1e3)} KB`);
+
+/** Which model the sampling and inspection panels use, in a sentence ('' when there is none). */
+function samplingModel(): string {
+  const pre = pretrainedInfo();
+  if (model === null)
+    return pre
+      ? `Uses the pretrained model (${pre.about}); the first use downloads it (${size(pre.bytes)}). Train a run or open a checkpoint to use your own.`
+      : '';
+  if (modelIsPretrained) return `Uses the pretrained model (${pre?.about ?? `step ${model.info.step}`}).`;
+  return `Uses ${modelLabel}, at step ${model.info.step.toLocaleString()}.`;
+}
+
+/** The model to sample or inspect: the current one, else the pretrained model, loaded now. */
+async function ensureModel(): Promise<boolean> {
+  if (model === null && pretrainedInfo()) await loadPretrained({ fromPanel: true });
+  return model !== null;
+}
+
 function refreshButtons(): void {
   const idle = running === null;
   $<HTMLButtonElement>('start').disabled = !idle || !corpusReady;
   $<HTMLButtonElement>('pause').disabled = running !== 'training';
   $<HTMLButtonElement>('stop').disabled = running !== 'training';
-  const canResume = idle && model !== null && corpusReady && model.info.step < settings().steps;
+  // The pretrained model is not a run to continue: Start trains one, Fine-tune adapts it.
+  const canResume = idle && model !== null && !modelIsPretrained && corpusReady && model.info.step < settings().steps;
   $<HTMLButtonElement>('resume').disabled = !canResume;
   $<HTMLButtonElement>('download').disabled = !idle || model === null;
-  $<HTMLButtonElement>('generate').disabled = !idle || model === null;
+  // Before any model, a build with a pretrained model samples and inspects that one (loaded on
+  // the first use).
+  const pretrained = pretrainedInfo() !== null;
+  $<HTMLButtonElement>('generate').disabled = !idle || (model === null && !pretrained);
   $<HTMLButtonElement>('gen-stop').disabled = running !== 'generating';
-  $<HTMLButtonElement>('inspect').disabled = !idle || model === null;
+  $<HTMLButtonElement>('inspect').disabled = !idle || (model === null && !pretrained);
   // A disabled button says why, and what enables it.
-  const pretrained = document.getElementById('pretrained-banner') !== null;
   const why =
-    model === null
-      ? `No model yet: press Start new run (under Training), open a checkpoint (Keep your work)${pretrained ? ' or load the pretrained model (above)' : ''}.`
+    model === null && !pretrained
+      ? 'No model yet: press Start new run (under Training) or open a checkpoint (Keep your work).'
       : running === 'training'
         ? 'The model is training: press Pause or Stop to use it here.'
         : '';
@@ -346,7 +395,14 @@ function refreshButtons(): void {
     $(id).textContent = why;
     $(id).hidden = why === '';
   }
-  for (const id of ['preset', 'backend', 'batch', 'seed']) $<HTMLInputElement>(id).disabled = !idle;
+  const which = samplingModel();
+  for (const id of ['gen-model', 'inspect-model']) {
+    $(id).textContent = which;
+    $(id).hidden = which === '';
+  }
+  document.body.dataset['samplingModel'] = model === null ? (pretrained ? 'pretrained' : 'none') : modelLabel;
+  // What a run is made with: they change between runs only (Resume keeps the run's).
+  for (const id of ['preset', 'backend', 'batch', 'seed', 'dropout']) $<HTMLInputElement>(id).disabled = !idle;
   document.body.dataset['state'] = running ?? (model ? 'ready' : 'empty');
   finetune?.refresh();
 }
@@ -400,6 +456,7 @@ function replay(state: RunState): void {
   $<HTMLInputElement>('steps').value = String(state.settings.steps);
   $<HTMLInputElement>('lr').value = String(state.settings.lr);
   $<HTMLSelectElement>('schedule').value = state.settings.schedule;
+  $<HTMLInputElement>('dropout').value = String(state.settings.dropout ?? 0); // older autosaves: none
   $<HTMLInputElement>('batch').value = String(state.settings.batch);
   $<HTMLInputElement>('seed').value = String(state.settings.seed);
 }
@@ -407,6 +464,7 @@ function replay(state: RunState): void {
 /** What is wrong with the settings, checked before anything is cleared or started. */
 function settingsProblem(s: RunSettings): string | null {
   if (!(s.lr > 0 && isFinite(s.lr))) return 'the learning rate must be a positive number';
+  if (!(s.dropout >= 0 && s.dropout < 1)) return 'Dropout must be at least 0 and below 1';
   if (!isFinite(num('steps')) || num('steps') < 1) return 'Steps must be at least 1';
   if (!isFinite(num('batch')) || num('batch') < 1) return 'Batch must be at least 1';
   return null;
@@ -440,6 +498,7 @@ async function runTraining(fresh: boolean): Promise<void> {
   $('restore-banner').hidden = true; // the run on screen is the one that trains (and autosaves) now
   stopRequested = false;
   running = 'training';
+  hook.started.push(performance.now());
   refreshButtons();
   try {
     await applyChoice();
@@ -452,12 +511,15 @@ async function runTraining(fresh: boolean): Promise<void> {
       $('samples').replaceChildren();
       for (const id of ['s-val', 's-ppl', 's-bpb', 's-loss', 's-tps', 's-eta']) $(id).textContent = '–';
       model = await session.call('create', { preset: preset().name, settings: s });
+      modelLabel = `your ${preset().name[0]!.toUpperCase() + preset().name.slice(1)} run`;
+      modelIsPretrained = false;
     }
     runStartStep = model!.info.step;
     runStartTime = performance.now();
     const trainingLine = `Training on ${choice.backend === 'webgpu' ? 'WebGPU' : `WebAssembly (${loadedVariant})`}…`;
     status(trainingLine);
     let starting = false; // the line shows the start's progress until the first step
+    let lastElapsed = 0;
     const r = await session.call('train', { settings: s }, (ev) => {
       if (ev.event === 'progress') {
         status(ev.data.message);
@@ -468,11 +530,18 @@ async function runTraining(fresh: boolean): Promise<void> {
         dash.step(ev.data.step, ev.data.loss, ev.data.tokens_per_s, ev.data.lr, ev.data.grad_norm);
         hook.losses.push(ev.data.loss);
         hook.lrs.push(ev.data.lr);
+        lastElapsed = ev.data.elapsed_s;
         showStats(ev.data.step, s.steps, ev.data.loss, ev.data.tokens_per_s);
         document.body.dataset['step'] = String(ev.data.step);
       } else if (ev.event === 'eval') {
         dash.validation(ev.data.step, ev.data.loss);
         hook.evals.push(ev.data.loss);
+        hook.evalLog.push({
+          step: ev.data.step,
+          loss: ev.data.loss,
+          trainSeconds: lastElapsed,
+          pageMs: performance.now(),
+        });
         showEval(ev.data.loss);
       } else if (ev.event === 'sample') {
         addSample(ev.data.step, ev.data.text);
@@ -502,6 +571,7 @@ async function runTraining(fresh: boolean): Promise<void> {
 // Sampling and inspection
 
 async function generate(): Promise<void> {
+  if (!(await ensureModel())) return;
   running = 'generating';
   refreshButtons();
   const out = $('gen-out');
@@ -645,6 +715,7 @@ async function inspect(): Promise<void> {
     status('Type a prompt to inspect: the maps show how each of its bytes attends to the ones before it.', 'error');
     return;
   }
+  if (!(await ensureModel())) return;
   running = 'generating';
   refreshButtons();
   try {
@@ -666,7 +737,11 @@ async function download(): Promise<void> {
   keptStep = model?.info.step ?? null;
 }
 
-async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
+/**
+ * Opens a checkpoint as the current model. A file opened by the visitor becomes the run to
+ * continue (Steps follows it); the pretrained model leaves the training settings as they are.
+ */
+async function openCheckpoint(bytes: Uint8Array, name: string, { pretrained = false } = {}): Promise<void> {
   // The loss history in the checkpoint's header (read before the bytes go to the worker); a
   // checkpoint without one (older, or converted from elsewhere) opens with empty charts.
   let history: [number, number | null, number | null][];
@@ -678,6 +753,8 @@ async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
   try {
     const r = await session.call('open', { bytes, name });
     model = r;
+    modelLabel = pretrained ? 'the pretrained model' : name;
+    modelIsPretrained = pretrained;
     keptStep = r.info.step; // it is in the file it came from
     $('restore-banner').hidden = true; // its Resume would now train this model over the saved run
     dash.reset();
@@ -687,7 +764,7 @@ async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
     const info = r.info;
     const lastTrain = history.filter(([, t]) => t !== null).at(-1)?.[1] ?? undefined;
     const lastVal = history.filter(([, , v]) => v !== null).at(-1)?.[2] ?? undefined;
-    $<HTMLInputElement>('steps').value = String(Math.max(info.train.steps, info.step));
+    if (!pretrained) $<HTMLInputElement>('steps').value = String(Math.max(info.train.steps, info.step));
     describePreset();
     showStats(info.step, Math.max(info.train.steps, info.step), lastTrain);
     if (lastVal !== undefined) showEval(lastVal);
@@ -707,14 +784,40 @@ async function openCheckpoint(bytes: Uint8Array, name: string): Promise<void> {
   }
 }
 
-async function loadPretrained(): Promise<void> {
-  status('Downloading the pretrained model…');
+/**
+ * Downloads the build's pretrained model and makes it the current model. From the banner the
+ * sampling panel comes into view; from that panel (no model yet) it just loads, then samples.
+ */
+async function loadPretrained({ fromPanel = false } = {}): Promise<void> {
+  const pre = pretrainedInfo();
+  if (!pre || running !== null) return;
+  if (!fromPanel && modelIsPretrained) {
+    $('sampling').scrollIntoView({ behavior: 'smooth', block: 'start' });
+    $('prompt').focus({ preventScroll: true });
+    return;
+  }
+  if (!mayDiscardModel()) {
+    status('Kept the current model: the pretrained model was not loaded.');
+    return;
+  }
+  running = 'generating'; // no other action while it downloads and opens
+  refreshButtons();
+  status(`Downloading the pretrained model (${size(pre.bytes)})…`);
   try {
-    const r = await fetch(`${base}${document.getElementById('pretrained-banner')!.dataset['url']}`);
+    const r = await fetch(`${base}${pre.url}`);
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
-    await openCheckpoint(new Uint8Array(await r.arrayBuffer()), 'the pretrained model');
+    const bytes = new Uint8Array(await r.arrayBuffer());
+    running = null;
+    await openCheckpoint(bytes, 'the pretrained model', { pretrained: true });
+    if (modelIsPretrained && !fromPanel) {
+      $('sampling').scrollIntoView({ behavior: 'smooth', block: 'start' });
+      $('prompt').focus({ preventScroll: true });
+    }
   } catch (e) {
     status(`Could not load the pretrained model: ${e instanceof Error ? e.message : String(e)}`, 'error');
+  } finally {
+    running = null;
+    refreshButtons();
   }
 }
 
@@ -723,6 +826,8 @@ async function tryRestore(): Promise<boolean> {
   const r = await session.call('restore', {});
   if (!r) return false;
   model = r;
+  modelLabel = `your autosaved ${r.state.preset === 'custom' ? '' : `${r.state.preset[0]!.toUpperCase()}${r.state.preset.slice(1)} `}run`;
+  modelIsPretrained = false;
   replay(r.state);
   const finished = r.info.step >= r.state.settings.steps;
   $('restore-text').textContent =

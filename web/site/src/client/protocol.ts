@@ -14,6 +14,8 @@ export interface RunSettings {
   batch: number;
   lr: number;
   schedule: 'cosine' | 'constant';
+  /** The model's dropout rate while training (fixed at create: a run's resume keeps its rate). */
+  dropout: number;
   seed: number;
   evalEvery: number;
   sampleEvery: number;

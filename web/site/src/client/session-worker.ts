@@ -34,6 +34,7 @@ import type {
 } from './protocol.js';
 import { kernelSource } from './kernels.js';
 import * as autosave from './autosave.js';
+import defaults from '../generated/defaults.json';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 const base = new URL(import.meta.env.BASE_URL, scope.location.href);
@@ -349,8 +350,22 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
   },
   create: async (p) => {
     const s = p.settings;
+    // The settings the page does not show are those of `ptl train` with no options too.
     const next = await Engine.create(
-      { preset: p.preset, train: { batch: s.batch, steps: s.steps, lr: s.lr, schedule: s.schedule, seed: s.seed } },
+      {
+        preset: p.preset,
+        train: {
+          batch: s.batch,
+          steps: s.steps,
+          lr: s.lr,
+          schedule: s.schedule,
+          dropout: s.dropout,
+          seed: s.seed,
+          warmup: defaults.warmup,
+          min_lr_frac: defaults.min_lr_frac,
+          weight_decay: defaults.weight_decay,
+        },
+      },
       needModule(),
     );
     replaceEngine(next);
@@ -378,6 +393,7 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
         batch: info.train.batch,
         lr: info.train.lr,
         schedule: info.train.schedule,
+        dropout: info.train.dropout ?? 0,
         seed: info.train.seed,
         evalEvery: 50,
         sampleEvery: 100,
