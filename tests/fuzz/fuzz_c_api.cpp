@@ -6,9 +6,9 @@
 // bounded here, in the harness, as the page bounds them. Every call must return (a value or an
 // error through ptl_last_error); the sanitizers watch everything in between.
 //
-// Not driven: ptl_run_program (its executor trusts the program's shapes: a program is the
-// engine's own output, docs/reliability.md), ptl_set_num_threads (one thread here), and
-// ptl_generate's callback.
+// The tokenizer functions (ptl_tokenizer_*) are driven too. Not driven: ptl_run_program (its executor trusts the
+// program's shapes: a program is the engine's own output, docs/reliability.md), ptl_set_num_threads (one thread here),
+// and ptl_generate's callback.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cmath>
@@ -20,7 +20,8 @@
 
 namespace {
 
-std::vector<int> g_live;  // handles made by this input (freed at its end)
+std::vector<int> g_live;      // trainer handles made by this input (freed at its end)
+std::vector<int> g_live_tok;  // tokenizer handles, likewise
 
 int pick_handle(FuzzedDataProvider& in) {
   switch (in.ConsumeIntegralInRange(0, 5)) {
@@ -167,7 +168,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   for (int call = 0; call < 24 && in.remaining_bytes() > 0; ++call) {
     const int h = pick_handle(in);
-    switch (in.ConsumeIntegralInRange(0, 31)) {
+    switch (in.ConsumeIntegralInRange(0, 35)) {
       case 0: {
         const int made = ptl_create(create_config(in).c_str());
         if (made > 0) g_live.push_back(made);
@@ -315,6 +316,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 30:
         ptl_build_info();
         break;
+      case 31: {  // tokenizers: a tokenizer.json from the input, or one trained on a short text
+        const std::string t = in.ConsumeBool() ? in.ConsumeRandomLengthString(200) : pick_text(in);
+        const int made =
+            in.ConsumeBool()
+                ? ptl_tokenizer_load(reinterpret_cast<const uint8_t*>(t.data()), pick_size(in, t.size()), "fuzz.json")
+                : ptl_tokenizer_train(reinterpret_cast<const uint8_t*>(t.data()), pick_size(in, t.size()),
+                                      in.ConsumeIntegralInRange(250, 300));
+        if (made > 0) g_live_tok.push_back(made);
+        break;
+      }
+      case 32: {
+        const int tk = g_live_tok.empty() || in.ConsumeIntegralInRange(0, 7) == 0
+                           ? in.ConsumeIntegral<int>()
+                           : g_live_tok[in.ConsumeIntegralInRange<size_t>(0, g_live_tok.size() - 1)];
+        const std::string t = pick_text(in);
+        ptl_tokenizer_encode(tk, reinterpret_cast<const uint8_t*>(t.data()), pick_size(in, t.size()), in.ConsumeBool());
+        std::vector<int32_t> ids;
+        const int n = in.ConsumeIntegralInRange(0, 16);
+        for (int i = 0; i < n; ++i) ids.push_back(in.ConsumeIntegralInRange<int32_t>(-2, 400));
+        ptl_tokenizer_decode(tk, ids.empty() ? nullptr : ids.data(), pick_size(in, ids.size()));
+        ptl_tokenizer_info(tk);
+        ptl_tokenizer_json(tk);
+        break;
+      }
+      case 33:
+        if (!g_live_tok.empty())
+          ptl_tokenizer_free(g_live_tok[in.ConsumeIntegralInRange<size_t>(0, g_live_tok.size() - 1)]);
+        break;
       default:
         (void)ptl_last_error();
         (void)ptl_result_size();
@@ -323,5 +352,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (int h : g_live) ptl_free(h);
   g_live.clear();
+  for (int h : g_live_tok) ptl_tokenizer_free(h);
+  g_live_tok.clear();
   return 0;
 }
