@@ -13,7 +13,7 @@ args=("$@")
 if [[ "${1:-}" == "--quick" ]]; then
   # Everything but the CLI tests (they run the sanitized `ptl` binary, training and saving, and
   # take 60% of the sanitized test time) and the kernel tests' copies at narrower vector widths.
-  args=(-E '^(avx2|simd128)/|^Cli|^DropoutCli' "${@:2}")
+  args=(-E '^(avx2|simd128)/|^Cli|^DropoutCli|^TokenizerCli' "${@:2}")
 fi
 t0=$SECONDS
 cmake --preset asan >/dev/null
