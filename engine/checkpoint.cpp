@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "engine/error.h"
@@ -68,20 +70,22 @@ CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& w
   if (f.metadata.count("train_state")) {
     auto s = parse_meta_json(f, "train_state", what);
     try {
-      c.state.step = s.value("step", int64_t(0));
+      constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+      c.state.step = s.contains("step") ? json_int(s["step"], 0, kMax, "train_state step") : 0;
       c.state.data_rng = Rng::from_hex(s.value("data_rng", std::string("0000000000000000")));
-      c.state.tokens_seen = s.value("tokens_seen", int64_t(0));
+      c.state.tokens_seen =
+          s.contains("tokens_seen") ? json_int(s["tokens_seen"], 0, kMax, "train_state tokens_seen") : 0;
       c.state.elapsed_seconds = s.value("elapsed_seconds", 0.0);
     } catch (const std::exception& e) {
       fail(what + ": bad train_state: " + e.what());
     }
-    check(c.state.step >= 0, what + ": train_state step is negative");
   }
   if (f.metadata.count("loss_history")) {
     auto h = parse_meta_json(f, "loss_history", what);
     check(h.is_array(), what + ": loss_history is not an array");
     for (const auto& e : h) {
       if (!e.is_array() || e.size() < 2 || !e[0].is_number() || !e[1].is_number()) continue;
+      if (!e[0].is_number_integer()) continue;  // a step is an integer: 1e300 is no step
       LossPoint p{e[0].get<int64_t>(), e[1].get<double>(), std::nullopt};
       if (e.size() > 2 && e[2].is_number()) p.val_loss = e[2].get<double>();
       c.history.push_back(p);
@@ -127,6 +131,9 @@ ModelConfig infer_model_config(const SafeTensors& f, int heads, const std::strin
                         "(docs/checkpoint-format.md lists their names)");
   check(tok->shape.size() == 2 && pos->shape.size() == 2 && tok->shape[1] == pos->shape[1],
         what + ": tok_emb.weight and pos_emb.weight must be [vocab, d] and [ctx, d]");
+  for (int64_t d : {tok->shape[0], tok->shape[1], pos->shape[0]})
+    check(d <= std::numeric_limits<int>::max(),
+          what + ": tok_emb.weight or pos_emb.weight has a dimension of " + std::to_string(d) + ", beyond any model's");
   ModelConfig mc;
   mc.vocab_size = int(tok->shape[0]);
   mc.d_model = int(tok->shape[1]);
@@ -135,7 +142,12 @@ ModelConfig infer_model_config(const SafeTensors& f, int heads, const std::strin
   int layers = 0;
   for (const auto& t : f.tensors) {
     if (!t.name.starts_with("blocks.")) continue;
-    const int i = std::atoi(t.name.c_str() + 7);
+    // blocks.{i}.: i in 0..255 (the most layers a config allows); anything else is no layer of
+    // this GPT, and the tensor check names it.
+    int i = -1;
+    const char* first = t.name.c_str() + 7;
+    const auto [end, ec] = std::from_chars(first, t.name.c_str() + t.name.size(), i);
+    if (ec != std::errc() || *end != '.' || i < 0 || i > 255) continue;
     layers = std::max(layers, i + 1);
   }
   check(layers > 0, what + ": no blocks.{i} tensors: not the parameters of this GPT");

@@ -3,11 +3,46 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "engine/dropout.h"
 #include "engine/error.h"
 
 namespace ptl {
+
+int64_t json_int(const nlohmann::json& v, int64_t lo, int64_t hi, const std::string& what) {
+  auto bad = [&]() -> int64_t {
+    fail(what + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " +
+         v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  };
+  int64_t i = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(std::numeric_limits<int64_t>::max())) return bad();
+    i = int64_t(u);
+  } else if (v.is_number_integer()) {
+    i = v.get<int64_t>();
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // [-2^63, 2^63): the doubles that convert to int64 without undefined behaviour.
+    if (!(d == std::floor(d) && d >= -0x1p63 && d < 0x1p63)) return bad();
+    i = int64_t(d);
+  } else {
+    return bad();
+  }
+  return i < lo || i > hi ? bad() : i;
+}
+
+uint64_t json_u64(const nlohmann::json& v, const std::string& what) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    check(d == std::floor(d) && d >= 0 && d < 0x1p64, what + " must be an integer from 0 to 2^64 - 1, got " + v.dump());
+    return uint64_t(d);
+  }
+  return uint64_t(json_int(v, 0, std::numeric_limits<int64_t>::max(), what));
+}
 
 int64_t ModelConfig::param_count() const {
   const int64_t V = vocab_size, d = d_model, T = ctx, L = n_layers;
@@ -35,7 +70,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   auto get = [&](const char* key, int& out) {
     check(j.contains(key) && j[key].is_number_integer(),
           std::string("model config: missing or non-integer '") + key + "'");
-    out = j[key].get<int>();
+    out = int(json_int(j[key], std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
+                       std::string("model config: '") + key + "'"));
   };
   get("vocab_size", c.vocab_size);
   get("n_layers", c.n_layers);
@@ -158,7 +194,15 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j) {
   TrainConfig c;
   // Missing keys keep their defaults so that older files stay loadable.
   auto opt = [&](const char* key, auto& out) {
-    if (j.contains(key) && !j[key].is_null()) out = j[key].get<std::decay_t<decltype(out)>>();
+    if (!j.contains(key) || j[key].is_null()) return;
+    using T = std::decay_t<decltype(out)>;
+    const std::string what = std::string("train config: '") + key + "'";
+    if constexpr (std::is_same_v<T, uint64_t>)
+      out = json_u64(j[key], what);
+    else if constexpr (std::is_integral_v<T>)
+      out = T(json_int(j[key], std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), what));
+    else
+      out = j[key].get<T>();
   };
   try {
     opt("batch", c.batch);

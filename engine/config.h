@@ -7,6 +7,12 @@
 
 namespace ptl {
 
+// A JSON number as an integer in [lo, hi]: an integer, or a float with an integral value (1e3)
+// as some JSON writers give; throws ptl::Error naming `what` for anything else. (nlohmann's
+// get<int>() turns 2^32 + 1 into 1, and a float beyond the type's range is undefined behaviour.)
+int64_t json_int(const nlohmann::json& v, int64_t lo, int64_t hi, const std::string& what);
+uint64_t json_u64(const nlohmann::json& v, const std::string& what);  // the same, for [0, 2^64)
+
 struct ModelConfig {
   int vocab_size = 256;
   int n_layers = 3;

@@ -47,6 +47,9 @@ std::string printable_utf8(const std::string& s) {
 
 Corpus::Corpus(std::string bytes, int ctx, double val_fraction, const std::string& name) : ctx_(ctx) {
   check(!bytes.empty(), name + ": the corpus is empty");
+  check(ctx >= 1, name + ": the context length must be at least 1, got " + std::to_string(ctx));
+  // (NaN fails both comparisons.)
+  check(val_fraction >= 0 && val_fraction < 1, name + ": the validation fraction must be in [0, 1)");
   const size_t n_val = size_t(double(bytes.size()) * val_fraction);
   const size_t n_train = bytes.size() - n_val;
   const size_t need = size_t(ctx) + 1;
@@ -63,6 +66,7 @@ Corpus::Corpus(std::string bytes, int ctx, double val_fraction, const std::strin
 }
 
 static Batch windows(const std::string& text, Rng& rng, int batch, int ctx) {
+  check(batch >= 1, "batch must be at least 1, got " + std::to_string(batch));
   Batch b{batch, ctx, std::vector<int32_t>(size_t(batch) * ctx), std::vector<int32_t>(size_t(batch) * ctx)};
   const uint64_t starts = text.size() - size_t(ctx);  // window [s, s + ctx] inclusive
   for (int i = 0; i < batch; ++i) {
@@ -87,6 +91,7 @@ std::vector<Batch> Corpus::val_batches(int batch, int count) const {
 
 std::vector<Batch> text_windows(const std::string& bytes, int ctx) {
   check(bytes.size() >= 2, "text too short to evaluate: it needs at least 2 bytes");
+  check(ctx >= 1, "the context length must be at least 1, got " + std::to_string(ctx));
   std::vector<Batch> out;
   for (size_t s = 0; s + 1 < bytes.size(); s += size_t(ctx)) {
     const int T = int(std::min<size_t>(ctx, bytes.size() - 1 - s));

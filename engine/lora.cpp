@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "engine/dropout.h"
@@ -92,7 +93,7 @@ LoraConfig lora_from_json(const nlohmann::json& j) {
   check(j.is_object(), "LoRA config: expected a JSON object");
   LoraConfig c;
   try {
-    c.rank = j.at("rank").get<int>();
+    c.rank = int(json_int(j.at("rank"), 0, std::numeric_limits<int>::max(), "LoRA config: 'rank'"));
     c.alpha = j.at("alpha").get<double>();
     c.targets.clear();
     for (const auto& t : j.at("targets")) c.targets.insert(t.get<std::string>());
@@ -141,13 +142,16 @@ AdapterContents inspect_adapter(const SafeTensors& f, const std::string& what) {
   c.base_sha256 = sha->second;
   if (f.metadata.count("train_state")) {
     auto s = meta_json(f, "train_state", what);
-    c.steps = s.value("step", int64_t(0));
+    c.steps = s.contains("step")
+                  ? json_int(s["step"], 0, std::numeric_limits<int64_t>::max(), what + ": train_state 'step'")
+                  : 0;
   }
   if (f.metadata.count("loss_history")) {
     auto h = meta_json(f, "loss_history", what);
     if (h.is_array())
       for (const auto& e : h) {
         if (!e.is_array() || e.size() < 2 || !e[0].is_number() || !e[1].is_number()) continue;
+        if (!e[0].is_number_integer()) continue;  // a step is an integer: 1e300 is no step
         LossPoint p{e[0].get<int64_t>(), e[1].get<double>(), std::nullopt};
         if (e.size() > 2 && e[2].is_number()) p.val_loss = e[2].get<double>();
         c.history.push_back(p);

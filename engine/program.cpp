@@ -1,5 +1,8 @@
 #include "engine/program.h"
 
+#include <set>
+
+#include "engine/config.h"
 #include "engine/error.h"
 
 namespace ptl {
@@ -97,25 +100,54 @@ nlohmann::json Program::to_json() const {
 }
 
 Program Program::from_json(const nlohmann::json& j) {
-  check(j.value("format", "") == "ptl-program", "not a serialised program (format is not 'ptl-program')");
-  check(j.value("version", 0) == 1, "unsupported program version");
+  check(j.is_object() && j.contains("format") && j["format"] == "ptl-program",
+        "not a serialised program (format is not 'ptl-program')");
+  check(j.contains("version") && j["version"] == 1, "unsupported program version");
   Program p;
-  p.name = j.value("name", "");
-  for (const auto& t : j.at("tensors")) {
-    TensorInfo info;
-    info.name = t.at("name");
-    info.kind = kind_from_string(t.at("kind"));
-    info.dtype = t.at("dtype") == "i32" ? DType::i32 : DType::f32;
-    info.shape = t.at("shape").get<std::vector<int64_t>>();
-    info.trainable = t.value("trainable", false);
-    p.tensors.push_back(info);
-  }
-  for (const auto& o : j.at("ops")) {
-    Op op{op_kind_from_string(o.at("op")), o.at("inputs").get<std::vector<int>>(),
-          o.at("outputs").get<std::vector<int>>(), o.at("attrs").get<std::map<std::string, double>>()};
-    for (int id : op.inputs) check(id >= -1 && id < (int)p.tensors.size(), "program: op input out of range");
-    for (int id : op.outputs) check(id >= -1 && id < (int)p.tensors.size(), "program: op output out of range");
-    p.ops.push_back(std::move(op));
+  // A program read from a file is data: every size is bounded before anything is computed from
+  // it, and a field of the wrong type is a ptl::Error like any other bad file.
+  constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+  try {
+    p.name = j.value("name", "");
+    std::set<std::string> names;
+    for (const auto& t : j.at("tensors")) {
+      TensorInfo info;
+      info.name = t.at("name").get<std::string>();
+      check(names.insert(info.name).second, "program: tensor '" + info.name + "' declared twice");
+      info.kind = kind_from_string(t.at("kind").get<std::string>());
+      const std::string dtype = t.at("dtype").get<std::string>();
+      check(dtype == "f32" || dtype == "i32",
+            "program: tensor '" + info.name + "' has dtype '" + dtype + "' (f32 or i32)");
+      info.dtype = dtype == "i32" ? DType::i32 : DType::f32;
+      const std::string what = "program: tensor '" + info.name + "' shape";
+      int64_t bytes = 4;
+      for (const auto& d : t.at("shape")) {
+        info.shape.push_back(json_int(d, 0, kMaxTensorBytes, what));
+        bytes = info.shape.back() == 0 || bytes == 0 ? 0 : bytes;
+        check(bytes == 0 || info.shape.back() <= kMaxTensorBytes / bytes,
+              what + " holds more than " + std::to_string(kMaxTensorBytes) + " bytes");
+        bytes *= info.shape.back();
+      }
+      info.trainable = t.value("trainable", false);
+      p.tensors.push_back(info);
+    }
+    for (const auto& o : j.at("ops")) {
+      // Tensor ids: kNoTensor (-1) or an index into the tensors above.
+      auto ids = [&](const char* key) {
+        std::vector<int> out;
+        for (const auto& id : o.at(key))
+          out.push_back(int(json_int(id, kNoTensor, int64_t(p.tensors.size()) - 1,
+                                     std::string("program: op ") + (key[0] == 'i' ? "input" : "output"))));
+        return out;
+      };
+      Op op{op_kind_from_string(o.at("op").get<std::string>()), ids("inputs"), ids("outputs"),
+            o.at("attrs").get<std::map<std::string, double>>()};
+      p.ops.push_back(std::move(op));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    std::string why = e.what();
+    if (why.starts_with("[json.exception.")) why.erase(0, why.find("] ") == std::string::npos ? 0 : why.find("] ") + 2);
+    fail("program: " + why);
   }
   return p;
 }

@@ -36,6 +36,10 @@ struct TensorInfo {
   bool trainable = false;  // parameters only: gets a gradient and optimizer moments
 
   int64_t numel() const {
+    // A zero dimension first, so that an empty tensor's other dimensions never multiply past
+    // int64 (Program::from_json bounds the rest).
+    for (auto s : shape)
+      if (s == 0) return 0;
     int64_t n = 1;
     for (auto s : shape) n *= s;
     return n;

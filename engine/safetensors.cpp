@@ -95,6 +95,9 @@ std::string quote(const std::string& name) { return "'" + name + "'"; }
 }  // namespace
 
 int64_t StoredTensor::numel() const {
+  // A zero dimension first: [2^62, 2^62, 0] is a valid empty tensor whose other dimensions
+  // multiply past int64. Without one, decoding bounded the product by the file's size.
+  if (std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end()) return 0;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;

@@ -63,6 +63,9 @@ std::vector<SftExample> parse_sft_jsonl(const std::string& text, const std::stri
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
       fail(where + "not valid JSON (syntax error near byte " + std::to_string(e.byte) + ")");
+    } catch (const nlohmann::json::exception&) {
+      // The parser's other refusal: a number too large for a double (1e999).
+      fail(where + "not valid JSON (a number out of range)");
     }
     check(j.is_object(), where + "expected a JSON object {\"prompt\", \"response\"} or {\"messages\": [...]}");
     SftExample ex;
@@ -105,6 +108,7 @@ SftData::SftData(const std::vector<SftExample>& examples, int ctx, double val_fr
     : ctx_(ctx) {
   check(!examples.empty(), what + ": no examples");
   check(val_fraction >= 0 && val_fraction < 1, "validation fraction must be in [0, 1)");
+  check(ctx >= 1, what + ": the context length must be at least 1, got " + std::to_string(ctx));
   const size_t n_val = size_t(double(examples.size()) * val_fraction);
   const size_t n_train = examples.size() - n_val;
   for (size_t i = 0; i < examples.size(); ++i) {
@@ -167,6 +171,7 @@ Batch SftData::sample_train(Rng& rng, int batch) {
 }
 
 std::vector<Batch> SftData::pack(const std::vector<const Rendered*>& examples, int ctx, int batch) {
+  check(batch >= 1, "batch must be at least 1, got " + std::to_string(batch));
   std::vector<std::pair<std::string, std::vector<uint8_t>>> rows;
   for (const Rendered* r : examples) {
     if (rows.empty() || rows.back().first.size() + r->bytes.size() > size_t(ctx) + 1) rows.emplace_back();

@@ -190,7 +190,8 @@ TEST(Dropout, AttentionBackwardMatchesFiniteDifferences) {
     Vec q = randn(n, 6), k = randn(n, 7), v = randn(n, 8);
     const Vec R = randn(n, 9);
     const dropout::Mask m = mask(0.2, "blocks.1.attn.probs.drop", 5, 4);
-    auto loss = [&] {
+    // (Bindings captured by copy: clang before 16 cannot capture structured bindings.)
+    auto loss = [&, B = B, T = T, C = C, H = H] {
       Vec y(n), lse(B * H * T);
       cpu::attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H, m);
       double s = 0;
@@ -307,7 +308,7 @@ TEST(Dropout, ModelGradientsMatchFiniteDifferences) {
     std::vector<int64_t> idx(g.size());
     std::iota(idx.begin(), idx.end(), 0);
     std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(),
-                      [&](int64_t a, int64_t c) { return std::abs(g[a]) > std::abs(g[c]); });
+                      [&g = g](int64_t a, int64_t c) { return std::abs(g[a]) > std::abs(g[c]); });
     for (int k = 0; k < 2; ++k) {
       const int64_t i = idx[k];
       const float saved = p[i];

@@ -223,7 +223,8 @@ TEST(Linear, BackwardMatchesFiniteDifferences) {
   for (const auto [M, N, K] : kLinearShapes) {
     Vec x = randn(M * K, 33), W = randn(N * K, 34, 0.5f), b = randn(N, 35);
     const Vec R = randn(M * N, 36);
-    auto loss = [&] {
+    // (Bindings captured by copy: clang before 16 cannot capture structured bindings.)
+    auto loss = [&, M = M, N = N, K = K] {
       Vec y(M * N);
       linear_forward(y.data(), x.data(), W.data(), b.data(), M, N, K);
       return weighted_sum(y, R);
@@ -352,7 +353,7 @@ TEST(Attention, DropoutBackwardMatchesFiniteDifferences) {
     const int64_t n = B * T * C;
     Vec q = randn(n, 70), k = randn(n, 71), v = randn(n, 72);
     const Vec R = randn(n, 73);
-    auto loss = [&] {
+    auto loss = [&, B = B, T = T, C = C, H = H] {
       Vec y(n), lse(B * H * T);
       attention_forward(y.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H, m);
       return weighted_sum(y, R);

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <new>
@@ -59,8 +60,12 @@
 #endif
 
 using nlohmann::json;
+using ptl::json_int;  // every integer from JavaScript is range-checked (engine/config.h)
 
 namespace {
+
+constexpr int64_t kIntMin = std::numeric_limits<int>::min(), kIntMax = std::numeric_limits<int>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min(), kInt64Max = std::numeric_limits<int64_t>::max();
 
 // Polling generation (ptl_generate_start / ptl_generate_next) through Trainer::begin_generation
 // and Trainer::next_token; ptl_generate streams the same tokens through a callback.
@@ -147,8 +152,17 @@ const char* text_result(std::string s) {
 }
 
 size_t size_arg(double n) {
-  ptl::check(std::isfinite(n) && n >= 0 && n == std::floor(n), "invalid byte count");
+  // Up to 2^53, JavaScript's exact integers: converting a larger double (1e308) to size_t is
+  // undefined behaviour.
+  ptl::check(std::isfinite(n) && n >= 0 && n <= 0x1p53 && n == std::floor(n), "invalid byte count");
   return size_t(n);
+}
+
+// A step number from JavaScript: an integer from `first` (0 or 1) to 2^53.
+int64_t step_arg(double step, int first) {
+  ptl::check(std::isfinite(step) && step >= first && step <= 0x1p53 && step == std::floor(step),
+             first ? "step must be a positive integer" : "step must be a non-negative integer");
+  return int64_t(step);
 }
 
 std::string bytes_arg(const uint8_t* p, double n) {
@@ -243,10 +257,10 @@ ptl::SamplingOptions sampling_from(const char* options_json, int* max_tokens) {
             "generation options");
   ptl::SamplingOptions o;
   o.temperature = j.value("temperature", o.temperature);
-  o.top_k = j.value("top_k", o.top_k);
+  if (j.contains("top_k")) o.top_k = int(json_int(j["top_k"], 0, kIntMax, "generation options: 'top_k'"));
   o.top_p = j.value("top_p", o.top_p);
-  o.seed = j.value("seed", o.seed);
-  *max_tokens = j.value("max_tokens", 200);
+  if (j.contains("seed")) o.seed = ptl::json_u64(j["seed"], "generation options: 'seed'");
+  *max_tokens = j.contains("max_tokens") ? int(json_int(j["max_tokens"], kIntMin, kIntMax, "max tokens")) : 200;
   ptl::check(*max_tokens >= 0, "max tokens must not be negative");
   return o;
 }
@@ -455,12 +469,8 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_train(int h, int steps) {
 // ptl_train and ptl_record_step apply. For an external executor to decide right after it
 // submits a step, before the step's loss comes back.
 EMSCRIPTEN_KEEPALIVE const char* ptl_events_after(int h, double step) {
-  return guarded(
-      [&] {
-        ptl::check(std::isfinite(step) && step >= 1 && step == std::floor(step), "step must be a positive integer");
-        return text_result(events_json(loop(session(h)).events_after(int64_t(step))).dump());
-      },
-      (const char*)nullptr);
+  return guarded([&] { return text_result(events_json(loop(session(h)).events_after(step_arg(step, 1))).dump()); },
+                 (const char*)nullptr);
 }
 
 // Records a step another executor ran on a batch of ptl_next_batch: {"step", "loss",
@@ -477,7 +487,7 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_record_step(int h, const char* json_text) {
         only_keys(j, json{{"step", 0}, {"loss", 0}, {"grad_norm", 0}, {"seconds", 0}}, "step result");
         ptl::check(j.contains("step") && j.contains("loss"), "step result: give \"step\" and \"loss\"");
         ptl::StepResult r;
-        r.step = j.at("step").get<int64_t>();
+        r.step = json_int(j.at("step"), kInt64Min, kInt64Max, "step result: 'step'");
         // JSON has no NaN or infinity: a non-finite number arrives as null.
         auto number = [&](const char* key, double dflt) {
           return !j.contains(key) ? dflt : j.at(key).is_null() ? double(NAN) : j.at(key).get<double>();
@@ -510,7 +520,9 @@ EMSCRIPTEN_KEEPALIVE int ptl_loop_options(int h, const char* json_text) {
         json j = json::parse(json_text ? json_text : "{}");
         only_keys(j, json{{"sample_at_end", 0}, {"save_every", 0}}, "loop options");
         const bool at_end = j.value("sample_at_end", s.sample_at_end);
-        const int64_t every = j.value("save_every", s.save_every);
+        const int64_t every = j.contains("save_every")
+                                  ? json_int(j["save_every"], kInt64Min, kInt64Max, "loop options: 'save_every'")
+                                  : s.save_every;
         ptl::check(every >= 0, "loop options: save_every must not be negative");
         s.sample_at_end = at_end;
         s.save_every = every;
@@ -570,9 +582,9 @@ EMSCRIPTEN_KEEPALIVE int ptl_set_step(int h, double step) {
   return guarded(
       [&] {
         Session& s = session(h);
-        ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
-        s.trainer->set_step(int64_t(step));
-        if (s.recorded > int64_t(step)) s.recorded = int64_t(step);
+        const int64_t n = step_arg(step, 0);
+        s.trainer->set_step(n);
+        if (s.recorded > n) s.recorded = n;
         return 0;
       },
       -1);
@@ -765,12 +777,7 @@ EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_next_batch(int h) {
 // The learning rate of 0-based step `step` (the step with optim.hparams[1] = step + 1) under the
 // trainer's current schedule (TrainConfig::lr_at). NaN on error.
 EMSCRIPTEN_KEEPALIVE double ptl_lr_at(int h, double step) {
-  return guarded(
-      [&] {
-        ptl::check(std::isfinite(step) && step >= 0 && step == std::floor(step), "step must be a non-negative integer");
-        return session(h).trainer->lr_at(int64_t(step));
-      },
-      double(NAN));
+  return guarded([&] { return session(h).trainer->lr_at(step_arg(step, 0)); }, double(NAN));
 }
 
 // The key of the training program's "dropout.seed" input {key, step} (docs/model.md, "Dropout"):
@@ -853,12 +860,13 @@ EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
                   "fine-tune config");
         ptl::check(j.contains("steps"), "fine-tune config: give \"steps\"");
         ptl::TrainConfig tc = s.trainer->train_config();  // the base run's optimizer settings, then ours
-        tc.steps = j.at("steps").get<int64_t>();
+        tc.steps = json_int(j.at("steps"), kInt64Min, kInt64Max, "fine-tune config: 'steps'");
         tc.lr = j.value("lr", 1e-3);
         if (j.contains("schedule")) tc.schedule = j.at("schedule").get<std::string>();
-        if (j.contains("batch")) tc.batch = j.at("batch").get<int>();
-        if (j.contains("seed")) tc.seed = j.at("seed").get<uint64_t>();
-        tc.warmup = j.value("warmup", int64_t(0));
+        if (j.contains("batch")) tc.batch = int(json_int(j["batch"], kIntMin, kIntMax, "fine-tune config: 'batch'"));
+        if (j.contains("seed")) tc.seed = ptl::json_u64(j["seed"], "fine-tune config: 'seed'");
+        tc.warmup =
+            j.contains("warmup") ? json_int(j["warmup"], kInt64Min, kInt64Max, "fine-tune config: 'warmup'") : 0;
         tc.dropout = j.value("dropout", 0.0);
         tc.sample_every = 0;
         tc.validate();

@@ -1,4 +1,4 @@
-// libFuzzer target for the tokenizer (built with -DPTL_FUZZ=ON and clang; see CMakeLists.txt here).
+// libFuzzer target for the tokenizer (scripts/fuzz.sh fuzz_tokenizer; docs/reliability.md).
 // The first byte picks what the rest is:
 //   even: text, encoded and decoded with fixed tokenizers (bytes, a small trained BPE with
 //         <|endoftext|>): decode(encode(x)) must be x, streamed or not;
