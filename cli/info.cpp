@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "engine/error.h"
+#include "engine/memory.h"
 #include "engine/trainer.h"
 
 namespace ptl::cli {
@@ -15,34 +16,17 @@ struct InfoArgs {
   bool json = false, defaults = false;
 };
 
-// Bytes of the training program: weights, gradients, AdamW moments and everything else
-// (activations and their gradients), as the CPU backend lays them out.
+// Bytes of the training program (engine/memory.h), each activation counted on its own: an upper
+// bound of what the CPU backend allocates, whose arena shares memory by liveness.
 nlohmann::json memory_estimate(const ModelConfig& mc, int batch) {
   BuildOptions opt;
   opt.batch = batch;
-  Program p = build_train_program(mc, opt, TrainConfig{});
-  int64_t weights = 0, grads = 0, moments = 0, acts = 0;
-  for (const auto& t : p.tensors) {
-    switch (t.kind) {
-      case TensorKind::parameter:
-        weights += t.bytes();
-        break;
-      case TensorKind::optim_state:
-        moments += t.bytes();
-        break;
-      default:
-        if (t.name.starts_with("grad.") && p.find(t.name.substr(5)) >= 0 &&
-            p.tensor(p.find(t.name.substr(5))).kind == TensorKind::parameter)
-          grads += t.bytes();
-        else
-          acts += t.bytes();
-    }
-  }
-  return {{"weights_bytes", weights},
-          {"gradients_bytes", grads},
-          {"optimizer_bytes", moments},
-          {"activations_bytes", acts},
-          {"total_bytes", weights + grads + moments + acts},
+  const TrainingMemory m = training_memory(mc, opt, TrainConfig{});
+  return {{"weights_bytes", m.weights},
+          {"gradients_bytes", m.gradients},
+          {"optimizer_bytes", m.optimizer},
+          {"activations_bytes", m.activations},
+          {"total_bytes", m.weights + m.gradients + m.optimizer + m.activations},
           {"batch", batch}};
 }
 

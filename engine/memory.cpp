@@ -28,6 +28,8 @@ TrainingMemory training_memory(const ModelConfig& model, const BuildOptions& opt
     else if (t.name.starts_with("grad.") && p.find(t.name.substr(5)) >= 0 &&
              p.tensor(p.find(t.name.substr(5))).kind == TensorKind::parameter)
       m.gradients += t.bytes();
+    else
+      m.activations += t.bytes();
   }
   m.arena = int64_t(cpu::arena_bytes_of(p));
   return m;

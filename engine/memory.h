@@ -14,6 +14,7 @@ struct TrainingMemory {
   int64_t weights = 0, optimizer = 0;  // bytes held for the whole run (with other state)
   int64_t gradients = 0;               // the parameters' gradients (inside the arena)
   int64_t arena = 0;                   // the rest, activations and gradients, memory shared by liveness
+  int64_t activations = 0;             // the activations' own sum, as if nothing shared memory
   int64_t total() const { return weights + optimizer + arena; }
 };
 
