@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   int64_t steps = 50;
   uint64_t seed = 1234;
   double dropout = 0;
+  std::string gelu = "erf";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--preset")
@@ -31,19 +32,23 @@ int main(int argc, char** argv) {
       seed = std::stoull(v);
     else if (k == "--dropout")
       dropout = std::stod(v);
+    else if (k == "--gelu")
+      gelu = v;
     else {
       std::cerr << "unknown option " << k << "\n";
       return 2;
     }
   }
   if (data.empty() || out.empty()) {
-    std::cerr << "usage: ptl_parity_dump --preset NAME --steps N --data FILE --out DIR [--seed S] [--dropout P]\n";
+    std::cerr << "usage: ptl_parity_dump --preset NAME --steps N --data FILE --out DIR [--seed S] [--dropout P] "
+                 "[--gelu erf|tanh]\n";
     return 2;
   }
   try {
     namespace fs = std::filesystem;
     fs::create_directories(out);
-    const Preset& p = find_preset(preset);
+    Preset p = find_preset(preset);
+    p.model.gelu = gelu;  // tanh: GPT-2's form
     TrainConfig tc;
     tc.batch = p.batch;
     tc.steps = steps;
