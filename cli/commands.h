@@ -68,5 +68,6 @@ void add_bench(CLI::App& app);
 void add_export(CLI::App& app);         // init, program
 void add_import_export(CLI::App& app);  // export, import
 void add_tokenizer(CLI::App& app);      // tokenizer train, encode, decode, info
+void add_hf(CLI::App& app);             // import-hf, export-hf (Hugging Face GPT-2 folders)
 
 }  // namespace ptl::cli

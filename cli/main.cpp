@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   ptl::cli::add_export(app);
   ptl::cli::add_import_export(app);
   ptl::cli::add_tokenizer(app);
+  ptl::cli::add_hf(app);
   if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) return fail_with(bad);
   if (const char* env = std::getenv("PTL_THREADS"); env && *env) {
     char* end = nullptr;

@@ -123,7 +123,7 @@ void append_backward(Program& p, int loss_id) {
         emit(OpKind::dropout_backward, {dy, in(op, 1)}, {in(op, 0)}, op.attrs);
         break;
       case OpKind::gelu:
-        emit(OpKind::gelu_backward, {dy, in(op, 0)}, {in(op, 0)});
+        emit(OpKind::gelu_backward, {dy, in(op, 0)}, {in(op, 0)}, op.attrs);  // the same variant ("tanh")
         break;
       case OpKind::add:
         emit(OpKind::add_backward, {dy}, {in(op, 0), in(op, 1)}, {{"alpha", op.attr("alpha", 1.0)}});

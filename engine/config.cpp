@@ -58,10 +58,14 @@ void ModelConfig::validate() const {
   check(d_model % n_heads == 0,
         "model config: d_model " + std::to_string(d_model) + " is not divisible by n_heads " + std::to_string(n_heads));
   check(ctx >= 1 && ctx <= 65536, "model config: ctx must be 1..65536, got " + std::to_string(ctx));
+  check(gelu == "erf" || gelu == "tanh", "model config: gelu must be \"erf\" or \"tanh\", got \"" + gelu + "\"");
 }
 
 nlohmann::json ModelConfig::to_json() const {
-  return {{"vocab_size", vocab_size}, {"n_layers", n_layers}, {"d_model", d_model}, {"n_heads", n_heads}, {"ctx", ctx}};
+  nlohmann::json j = {
+      {"vocab_size", vocab_size}, {"n_layers", n_layers}, {"d_model", d_model}, {"n_heads", n_heads}, {"ctx", ctx}};
+  if (gelu != "erf") j["gelu"] = gelu;  // absent means erf: older files keep their bytes
+  return j;
 }
 
 ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
@@ -78,6 +82,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   get("d_model", c.d_model);
   get("n_heads", c.n_heads);
   get("ctx", c.ctx);
+  if (j.contains("gelu")) {
+    check(j["gelu"].is_string(), "model config: 'gelu' must be a string (\"erf\" or \"tanh\")");
+    c.gelu = j["gelu"].get<std::string>();
+  }
   c.validate();
   return c;
 }

@@ -22,6 +22,10 @@ struct ModelConfig {
   int d_model = 96;
   int n_heads = 3;
   int ctx = 64;  // context length (positions)
+  // The MLP's GELU (docs/model.md, "Architecture"): "erf", the exact form and the default, or
+  // "tanh", GPT-2's approximation (its gelu_new). Recorded in a checkpoint only when not "erf",
+  // so that files of models without the setting stay byte for byte what they were.
+  std::string gelu = "erf";
 
   int head_dim() const { return d_model / n_heads; }
   int64_t param_count() const;

@@ -127,7 +127,11 @@ struct Builder {
   int mlp(int x, const std::string& pre) {
     int u = linear(x, pre + "fc_in", 4 * int64_t(cfg.d_model));
     int g = act(pre + "gelu", p.tensor(u).shape);
-    p.add_op(OpKind::gelu, {u}, {g});
+    // GPT-2's models use the tanh approximation; the attribute is absent for the exact form, so
+    // the programs of models without the setting stay what they were.
+    std::map<std::string, double> attrs;
+    if (cfg.gelu == "tanh") attrs["tanh"] = 1.0;
+    p.add_op(OpKind::gelu, {u}, {g}, attrs);
     return dropout(linear(g, pre + "fc_out", cfg.d_model), drop, pre + "drop");
   }
 

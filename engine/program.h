@@ -63,8 +63,8 @@ enum class OpKind {
   kv_cache_write,          // in: k, v [n,C], pos0                    out: k_cache, v_cache [ctx,C] (in place)
   attention_cached,        // in: q [n,C], k_cache, v_cache, pos0     out: y [n,C]
   attention_probs,         // in: q, k [B,T,C]                        out: probs [B,H,T,T] (causal softmax; inspection)
-  gelu,                    // in: x                                   out: y
-  gelu_backward,           // in: dy, x                               out: dx
+  gelu,                    // in: x                                   out: y   (attr tanh = 1: GPT-2's form)
+  gelu_backward,           // in: dy, x                               out: dx  (attr tanh as the forward's)
   add,                     // in: a, b                                out: y = a + alpha * b
   add_backward,            // in: dy                                  out: da = dy, db = alpha * dy
   dropout,                 // in: x, dropout.seed                     out: y (kept * scale, else 0)

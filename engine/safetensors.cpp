@@ -192,7 +192,8 @@ std::vector<uint8_t> encode_safetensors(const SafeTensors& st) {
   return out;
 }
 
-SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::string& what) {
+SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::string& what,
+                               const std::function<bool(const std::string&)>& skip) {
   const std::string src = what + ": ";
   check(size != 0, src + "empty file");
   check(size >= 8,
@@ -241,6 +242,7 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
   struct Span {
     uint64_t begin, end;
     size_t index;
+    bool skipped;
   };
   std::vector<Span> spans;
   for (const auto& [name, info] : header.items()) {
@@ -263,15 +265,28 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
     const std::string dtype = info.at("dtype").get<std::string>();
     StoredTensor t;
     t.name = name;
-    if (dtype == "F32" || dtype == "F16" || dtype == "BF16")
-      t.dtype = DType::f32;
-    else if (dtype == "I32")
-      t.dtype = DType::i32;
-    else
-      fail(src + tname + " has dtype " + dtype + "; only F32, F16, BF16 and I32 are supported");
-    if (dtype == "F16") t.encoding = Encoding::f16;
-    if (dtype == "BF16") t.encoding = Encoding::bf16;
-    const uint64_t element_size = t.encoding == Encoding::as_dtype ? 4 : 2;
+    const bool skipped = skip && skip(name);
+    uint64_t element_size = 4;
+    if (skipped) {
+      // Any dtype of the format: only its size matters here.
+      static const std::pair<const char*, uint64_t> kSizes[] = {
+          {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+          {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+      element_size = 0;
+      for (const auto& [known, bytes_each] : kSizes)
+        if (dtype == known) element_size = bytes_each;
+      check(element_size != 0, src + tname + " has dtype " + dtype + ", which safetensors does not define");
+    } else {
+      if (dtype == "F32" || dtype == "F16" || dtype == "BF16")
+        t.dtype = DType::f32;
+      else if (dtype == "I32")
+        t.dtype = DType::i32;
+      else
+        fail(src + tname + " has dtype " + dtype + "; only F32, F16, BF16 and I32 are supported");
+      if (dtype == "F16") t.encoding = Encoding::f16;
+      if (dtype == "BF16") t.encoding = Encoding::bf16;
+      element_size = t.encoding == Encoding::as_dtype ? 4 : 2;
+    }
 
     check(info.contains("shape") && info.at("shape").is_array(), src + tname + " has no shape array");
     for (const auto& d : info.at("shape")) {
@@ -295,7 +310,7 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
     check(end <= data_size, src + tname + " offsets lie outside the data area (data_offsets " + offs_str +
                                 ", data area has " + std::to_string(data_size) +
                                 " bytes): the file is shorter than its header says (truncated?)");
-    spans.push_back({begin, end, st.tensors.size()});
+    spans.push_back({begin, end, st.tensors.size(), skipped});
     st.tensors.push_back(std::move(t));
   }
 
@@ -322,6 +337,7 @@ SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::str
   std::vector<StoredTensor> ordered;
   ordered.reserve(spans.size());
   for (const auto& s : spans) {
+    if (s.skipped) continue;
     StoredTensor& t = st.tensors[s.index];
     if (t.encoding == Encoding::as_dtype) {
       t.data.assign(data + s.begin, data + s.end);

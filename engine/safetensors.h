@@ -4,6 +4,7 @@
 // then the raw little-endian tensor bytes. This file knows nothing about GPTs; the meaning of
 // the tensors and metadata (model checkpoints, LoRA adapters) lives in checkpoint.h.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,7 +45,10 @@ std::vector<uint8_t> encode_safetensors(const SafeTensors&);
 // I32, and F16 / BF16, which arrive widened to F32), offsets
 // that lie inside the data area, don't overlap and match dtype x shape. Throws ptl::Error naming
 // the problem (`what` names the source, e.g. the file path, for the message).
-SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::string& what = "checkpoint");
+// `skip`, for files written by other tools: the tensors it names are checked for their place in the
+// data area only, whatever dtype the format defines they hold (BOOL, U8, F64, ...), and left out.
+SafeTensors decode_safetensors(const uint8_t* bytes, size_t size, const std::string& what = "checkpoint",
+                               const std::function<bool(const std::string&)>& skip = {});
 
 std::vector<uint8_t> read_file_bytes(const std::string& path);  // throws ptl::Error (missing, unreadable)
 // Write to `path.tmp-<pid>` in the same folder, flush, then rename over `path`, so a crash never

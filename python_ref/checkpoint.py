@@ -50,11 +50,13 @@ def _widen(array, dtype):
     return (array.astype(np.uint32) << 16).view(np.float32)
 
 
-_TORCH_TO_FILE = {torch.float32: "F32", torch.int32: "I32"}
+_TORCH_TO_FILE = {torch.float32: "F32", torch.int32: "I32", torch.float16: "F16", torch.bfloat16: "BF16"}
 
 
-def load_checkpoint(path):
-    """Read a checkpoint. Returns (state_dict, metadata): name -> tensor, and str -> str."""
+def load_checkpoint(path, skip=None):
+    """Read a checkpoint. Returns (state_dict, metadata): name -> tensor, and str -> str.
+    Tensors whose name `skip(name)` is true for are left out, whatever their dtype (the
+    attention-mask buffers of Hugging Face GPT-2 files, python_ref/hf.py)."""
     with open(path, "rb") as f:
         raw = f.read()
     if len(raw) < 8:
@@ -70,6 +72,8 @@ def load_checkpoint(path):
     entries = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
     state_dict = {}
     for name, info in entries:
+        if skip is not None and skip(name):
+            continue
         dtype = info["dtype"]
         if dtype not in _DTYPES and dtype not in _HALF_DTYPES:
             raise ValueError(f"{path}: tensor {name} has dtype {dtype}; only F32, F16, BF16 and I32 are supported")
@@ -88,7 +92,8 @@ def load_checkpoint(path):
 
 
 def save_checkpoint(path, state_dict, metadata):
-    """Write a checkpoint atomically (temp file in the same folder, then os.replace)."""
+    """Write a checkpoint atomically (temp file in the same folder, then os.replace). Tensors are
+    written in their own dtype: float32, int32, float16 or bfloat16 (anything else as float32)."""
     header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
     blobs = []
     offset = 0
@@ -97,7 +102,12 @@ def save_checkpoint(path, state_dict, metadata):
         if tensor.dtype not in _TORCH_TO_FILE:
             tensor = tensor.float()  # e.g. float64 from a user; the format stores fp32
         dtype = _TORCH_TO_FILE[tensor.dtype]
-        blob = tensor.numpy().astype(_DTYPES[dtype][0], copy=False).tobytes()
+        if dtype == "BF16":  # numpy has no bfloat16: its bits, as 16-bit integers
+            blob = tensor.view(torch.int16).numpy().astype("<i2", copy=False).tobytes()
+        elif dtype == "F16":
+            blob = tensor.numpy().astype("<f2", copy=False).tobytes()
+        else:
+            blob = tensor.numpy().astype(_DTYPES[dtype][0], copy=False).tobytes()
         header[name] = {"dtype": dtype, "shape": list(tensor.shape), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
@@ -155,12 +165,15 @@ def model_weights(state_dict):
 
 def make_metadata(model_config, train_config=None, train_state=None, loss_history=None, created_by="python_ref"):
     """The metadata strings of a model checkpoint. model_config: dict with vocab_size, n_layers,
-    d_model, n_heads, ctx."""
+    d_model, n_heads, ctx, and optionally gelu (written only when not the default "erf")."""
     keys = ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")
+    mc = {k: int(model_config[k]) for k in keys}
+    if model_config.get("gelu", "erf") != "erf":
+        mc["gelu"] = model_config["gelu"]
     meta = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
-        "model_config": json.dumps({k: int(model_config[k]) for k in keys}),
+        "model_config": json.dumps(mc),
         "tokenizer": json.dumps({"type": "byte", "vocab_size": 256}),
         "created_by": created_by,
     }

@@ -1,8 +1,9 @@
 """TinyGPT in PyTorch: the numerical oracle for the C++ engine.
 
 Exactly the model of docs/model.md: GPT-2 style, pre-LayerNorm, learned absolute
-positions, weight-tied output, exact (erf) GELU. The state_dict names are the names on disk, so
-a checkpoint written by the engine loads with load_state_dict directly.
+positions, weight-tied output, the exact (erf) GELU or GPT-2's tanh form (GPTConfig.gelu). The
+state_dict names are the names on disk, so a checkpoint written by the engine loads with
+load_state_dict directly.
 
 Dropout (TinyGPT(cfg, dropout=p), off by default) is the spec's: the same sites and the same
 counter-based masks as the engine (python_ref/dropout.py), so a training step with dropout
@@ -29,13 +30,22 @@ class GPTConfig:
     d_model: int = 96
     n_heads: int = 3
     ctx: int = 64
+    gelu: str = "erf"  # "erf" (exact) or "tanh" (GPT-2's gelu_new)
+
+    def __post_init__(self):
+        if self.gelu not in ("erf", "tanh"):
+            raise ValueError(f'gelu must be "erf" or "tanh", got {self.gelu!r}')
 
     @property
     def head_dim(self):
         return self.d_model // self.n_heads
 
     def to_dict(self):
-        return asdict(self)
+        """The model_config of a checkpoint: gelu only when it is not the default (as the engine writes it)."""
+        d = asdict(self)
+        if d["gelu"] == "erf":
+            del d["gelu"]
+        return d
 
 
 # The spec's preset table: name -> (layers, d, heads, ctx, batch). Parameter counts are exact.
@@ -102,7 +112,8 @@ class MLP(nn.Module):
         super().__init__()
         self.layer, self.dropout, self.drop_ctx = layer, dropout, ctx
         self.fc_in = nn.Linear(cfg.d_model, 4 * cfg.d_model)
-        self.gelu = nn.GELU()  # exact: 0.5 x (1 + erf(x / sqrt 2))
+        # exact: 0.5 x (1 + erf(x / sqrt 2)); tanh: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+        self.gelu = nn.GELU(approximate="tanh" if cfg.gelu == "tanh" else "none")
         self.fc_out = nn.Linear(4 * cfg.d_model, cfg.d_model)
 
     def forward(self, x):
@@ -206,7 +217,10 @@ class TinyGPT(nn.Module):
         tok = parse_json_field(meta, "tokenizer", {"type": "byte"})
         if tok.get("type") != "byte":
             raise ValueError(f"{path}: tokenizer {tok} is not supported by python_ref (byte only)")
-        cfg = GPTConfig(**{k: int(mc[k]) for k in ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")})
+        cfg = GPTConfig(
+            **{k: int(mc[k]) for k in ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")},
+            gelu=mc.get("gelu", "erf"),
+        )
         model = cls(cfg, dropout)
         model.load_state_dict(model_weights(state), strict=True)
         return (model, meta) if return_metadata else model

@@ -442,6 +442,53 @@ TEST(Gelu, BackwardMatchesFiniteDifferences) {
   expect_sum("dx acc", acc, prior, dx);
 }
 
+namespace {
+
+// GPT-2's form (gelu_new) in double, and its derivative.
+double gelu_tanh_ref(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double gelu_tanh_grad_ref(double x) {
+  const double t = std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+}  // namespace
+
+TEST(Gelu, TanhFormValues) {
+  const Vec x = {-40.0f, -9.0f, -3.0f, -1.0f, -1e-3f, 0.0f, 1e-3f, 0.5f, 1.0f, 2.0f, 9.0f, 40.0f, 1e20f, -1e20f};
+  const int64_t n = int64_t(x.size());
+  Vec y(x.size()), exact(x.size()), dx(x.size());
+  gelu_forward(y.data(), x.data(), n, Gelu::tanh);
+  gelu_forward(exact.data(), x.data(), n, Gelu::erf);
+  gelu_backward(dx.data(), false, Vec(x.size(), 1.0f).data(), x.data(), n, Gelu::tanh);
+  for (int64_t i = 0; i < n; i++) {
+    EXPECT_NEAR(y[i], gelu_tanh_ref(x[i]), 1e-6 * (1.0 + std::fabs(x[i]))) << x[i];
+    EXPECT_NEAR(dx[i], std::fabs(x[i]) > 100 ? (x[i] > 0 ? 1.0 : 0.0) : gelu_tanh_grad_ref(x[i]), 2e-6) << x[i];
+  }
+  // Not the exact form: the two differ by about 1.5e-4 at x = 1.
+  EXPECT_GT(std::fabs(y[8] - exact[8]), 1e-4);
+}
+
+TEST(Gelu, TanhBackwardMatchesFiniteDifferences) {
+  const int64_t n = 13;
+  Vec x = randn(n, 80, 2.0f);
+  const Vec R = randn(n, 81);
+  auto loss = [&] {
+    Vec y(n);
+    gelu_forward(y.data(), x.data(), n, Gelu::tanh);
+    return weighted_sum(y, R);
+  };
+  Vec dx(n, 4.0f);
+  gelu_backward(dx.data(), false, R.data(), x.data(), n, Gelu::tanh);
+  check_grad("dx", x, dx, loss);
+
+  const Vec prior = randn(n, 82);
+  Vec acc = prior;
+  gelu_backward(acc.data(), true, R.data(), x.data(), n, Gelu::tanh);
+  expect_sum("dx acc", acc, prior, dx);
+}
+
 TEST(Add, BackwardMatchesFiniteDifferences) {
   const int64_t n = 6;
   const float alpha = -0.7f;
@@ -848,6 +895,14 @@ TEST(Simd, GeluMatchesScalarReference) {
       const double pdf = std::exp(-0.5 * xi * xi) / std::sqrt(2.0 * M_PI);
       ASSERT_NEAR(y[i], xi * cdf, 1e-6 * (1.0 + std::fabs(xi))) << "n=" << n << " i=" << i;
       ASSERT_NEAR(dx[i], dy[i] * (cdf + xi * pdf), 1e-6 * (1.0 + std::fabs(dy[i] * xi))) << "n=" << n << " i=" << i;
+    }
+    gelu_forward(y.data(), x.data(), n, Gelu::tanh);
+    gelu_backward(dx.data(), false, dy.data(), x.data(), n, Gelu::tanh);
+    for (int64_t i = 0; i < n; i++) {
+      const double xi = x[i];
+      ASSERT_NEAR(y[i], gelu_tanh_ref(xi), 1e-6 * (1.0 + std::fabs(xi))) << "tanh n=" << n << " i=" << i;
+      ASSERT_NEAR(dx[i], dy[i] * gelu_tanh_grad_ref(xi), 1e-6 * (1.0 + std::fabs(dy[i] * xi)))
+          << "tanh n=" << n << " i=" << i;
     }
   }
 }

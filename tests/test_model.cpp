@@ -185,8 +185,14 @@ TEST(Model, GradientsMatchFiniteDifferences) {
   // Central differences of the fp32 loss for the largest-gradient entries of every parameter.
   // The fp32 loss is noisy at ~1e-7, so h = 1e-2 and a 5% + 1e-3 tolerance: a wrong index or a
   // missing term in any backward kernel gives errors of order 100%.
+
+namespace {
+
+// Central differences of the fp32 loss for the largest-gradient entries of every parameter.
+// The fp32 loss is noisy at ~1e-7, so h = 1e-2 and a 5% + 1e-3 tolerance: a wrong index or a
+// missing term in any backward kernel gives errors of order 100%.
+void expect_gradients_match_finite_differences(const ModelConfig& mc) {
   TrainConfig tc = train_config(2);
-  ModelConfig mc = tiny();
   Trainer tr(mc, tc);
   const Batch b = random_batch(2, 32, 11);
   compute_gradients(tr, b);
@@ -210,6 +216,29 @@ TEST(Model, GradientsMatchFiniteDifferences) {
       EXPECT_NEAR(g[i], numeric, 0.05 * std::abs(numeric) + 1e-3) << t.name << "[" << i << "]";
     }
   }
+}
+
+}  // namespace
+
+TEST(Model, GradientsMatchFiniteDifferences) { expect_gradients_match_finite_differences(tiny()); }
+
+// GPT-2's settings: the tanh GELU and a vocabulary that is not the bytes.
+TEST(Model, Gpt2SettingsGradientsMatchFiniteDifferences) {
+  ModelConfig mc = tiny();
+  mc.gelu = "tanh";
+  mc.vocab_size = 300;
+  expect_gradients_match_finite_differences(mc);
+  // The setting reaches the program's ops (and their backward), and the two forms differ.
+  BuildOptions one;
+  one.batch = 1;
+  Program p = build_train_program(mc, one, train_config(1));
+  int tanh_ops = 0;
+  for (const auto& op : p.ops)
+    if (op.kind == OpKind::gelu || op.kind == OpKind::gelu_backward) tanh_ops += op.attr("tanh") == 1.0;
+  EXPECT_EQ(tanh_ops, 2 * mc.n_layers);
+  Trainer a(mc, train_config(1)), b(tiny(), train_config(1));
+  const Batch batch = random_batch(1, 32, 3);
+  EXPECT_NE(a.batch_loss(batch), b.batch_loss(batch));
 }
 
 TEST(Model, FrozenParametersGetNoGradient) {
@@ -310,6 +339,26 @@ TEST(Checkpoint, RoundTripIsBitwise) {
   SafeTensors f = decode_safetensors(weights.data(), weights.size());
   EXPECT_EQ(f.find("optim.m.tok_emb.weight"), nullptr);
   EXPECT_FALSE(inspect_checkpoint(f, "w").has_optimizer);
+}
+
+TEST(Checkpoint, GeluSettingIsRecordedOnlyWhenNotTheDefault) {
+  // Files of models with the exact GELU keep the bytes they had before the setting existed.
+  EXPECT_FALSE(tiny().to_json().contains("gelu"));
+  ModelConfig mc = tiny();
+  mc.gelu = "tanh";
+  EXPECT_EQ(mc.to_json()["gelu"], "tanh");
+  Trainer tr(mc, train_config(1));
+  auto back = Trainer::from_checkpoint(tr.save_checkpoint(false), "mem");
+  EXPECT_EQ(back->model_config().gelu, "tanh");
+  auto j = tiny().to_json();
+  j["gelu"] = "relu";
+  try {
+    ModelConfig::from_json(j);
+    ADD_FAILURE() << "gelu relu accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gelu must be \"erf\" or \"tanh\", got \"relu\""), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Checkpoint, FailedLoadLeavesTheModelUntouched) {

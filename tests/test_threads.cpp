@@ -164,6 +164,11 @@ TEST(ThreadInvariance, Kernels) {
     cpu::gelu_forward(y.data(), xr.data(), R * D);
     cpu::gelu_backward(d.data(), false, dyr.data(), xr.data(), R * D);
     y.insert(y.end(), d.begin(), d.end());
+    std::vector<float> t(R * D), dt(R * D);  // GPT-2's form
+    cpu::gelu_forward(t.data(), xr.data(), R * D, cpu::Gelu::tanh);
+    cpu::gelu_backward(dt.data(), false, dyr.data(), xr.data(), R * D, cpu::Gelu::tanh);
+    y.insert(y.end(), t.begin(), t.end());
+    y.insert(y.end(), dt.begin(), dt.end());
     return y;
   });
   const int64_t V = 53;

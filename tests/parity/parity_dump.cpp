@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1234;
   double dropout = 0;
   int vocab = 256, batch = 0;
+  std::string gelu = "erf";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--preset")
@@ -40,6 +41,8 @@ int main(int argc, char** argv) {
       vocab = std::stoi(v);
     else if (k == "--batch")
       batch = std::stoi(v);
+    else if (k == "--gelu")
+      gelu = v;
     else {
       std::cerr << "unknown option " << k << "\n";
       return 2;
@@ -47,7 +50,7 @@ int main(int argc, char** argv) {
   }
   if (data.empty() || out.empty()) {
     std::cerr << "usage: ptl_parity_dump --preset NAME --steps N --data FILE --out DIR [--seed S] [--dropout P] "
-                 "[--vocab V] [--batch B]\n";
+                 "[--vocab V] [--batch B] [--gelu erf|tanh]\n";
     return 2;
   }
   try {
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
     Preset p = find_preset(preset);
     p.model.vocab_size = vocab;
     if (batch > 0) p.batch = batch;
+    p.model.gelu = gelu;  // tanh: GPT-2's form
     TrainConfig tc;
     tc.batch = p.batch;
     tc.steps = steps;

@@ -18,8 +18,15 @@
 //     (their initial value matters for ops with acc<i> = 1); `out` receives every tensor of the
 //     program after one run (ptl::run_program_once, engine/program_run.h, which the WebAssembly
 //     API's ptl_run_program also calls; tensors share no memory, so each keeps its own value).
+//
+//   ptl_program_run model --checkpoint M.tinygpt --tokens 1,2,3 --greedy N --out result.json
+//     A checkpoint's logits on one sequence of token ids (the evaluation program) and its greedy
+//     continuation of N tokens (the generation program with the KV cache), whatever its vocabulary:
+//     result.json {"logits": [[V floats] per position], "greedy": [N ids]}. For models whose
+//     tokens are no bytes (tests/python/test_hf_gpt2.py), which `ptl sample` cannot print.
 #include "engine/program_run.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +39,7 @@
 #include "engine/error.h"
 #include "engine/program.h"
 #include "engine/safetensors.h"
+#include "engine/trainer.h"
 
 using namespace ptl;
 
@@ -108,6 +116,35 @@ int run_train(const std::map<std::string, std::string>& a) {
   return 0;
 }
 
+int run_model(const std::map<std::string, std::string>& a) {
+  const std::string path = need(a, "checkpoint");
+  auto trainer = Trainer::from_checkpoint(read_file_bytes(path), path);
+  std::vector<int32_t> tokens;
+  const std::string list = need(a, "tokens");
+  for (size_t pos = 0; pos < list.size();) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    tokens.push_back(int32_t(std::stol(list.substr(pos, comma - pos))));
+    pos = comma + 1;
+  }
+  check(!tokens.empty(), "--tokens names no token");
+  const int V = trainer->model_config().vocab_size, T = int(tokens.size());
+  Batch b;
+  b.batch = 1;
+  b.seq = T;
+  b.inputs = tokens;
+  b.targets.assign(tokens.size(), 0);
+  trainer->batch_loss(b);
+  const float* logits = trainer->logits();
+  nlohmann::json rows = nlohmann::json::array();
+  for (int t = 0; t < T; ++t) rows.push_back(std::vector<float>(logits + int64_t(t) * V, logits + int64_t(t + 1) * V));
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  const auto more = trainer->generate(tokens, std::stoi(need(a, "greedy")), greedy);
+  const std::string text = nlohmann::json{{"logits", rows}, {"greedy", more}}.dump();
+  write_file_atomic(need(a, "out"), std::vector<uint8_t>(text.begin(), text.end()));
+  return 0;
+}
+
 int run_kernel(const std::map<std::string, std::string>& a) {
   const Program prog = Program::from_json(read_json(need(a, "program")));
   const SafeTensors out = run_program_once(prog, read_safetensors(need(a, "in")));
@@ -118,15 +155,17 @@ int run_kernel(const std::map<std::string, std::string>& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || (std::strcmp(argv[1], "train") != 0 && std::strcmp(argv[1], "kernel") != 0)) {
+  const std::string mode = argc >= 2 ? argv[1] : "";
+  if (mode != "train" && mode != "kernel" && mode != "model") {
     std::cerr << "usage: ptl_program_run train --init W --program P.json --batches B.json --out R.json "
                  "[--save S] [--dump-step N --dump F]\n"
-                 "       ptl_program_run kernel --program P.json --in IN.safetensors --out OUT.safetensors\n";
+                 "       ptl_program_run kernel --program P.json --in IN.safetensors --out OUT.safetensors\n"
+                 "       ptl_program_run model --checkpoint M.tinygpt --tokens 1,2,3 --greedy N --out R.json\n";
     return 2;
   }
   try {
     auto a = parse_args(argc, argv, 2);
-    return std::strcmp(argv[1], "train") == 0 ? run_train(a) : run_kernel(a);
+    return mode == "train" ? run_train(a) : mode == "kernel" ? run_kernel(a) : run_model(a);
   } catch (const std::exception& e) {
     std::cerr << "ptl_program_run: " << e.what() << "\n";
     return 1;

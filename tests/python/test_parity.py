@@ -33,7 +33,8 @@ BUILD = Path(os.environ.get("PTL_BUILD_DIR", REPO / "build"))
 BINARY = BUILD / "tests" / "ptl_parity_dump"
 STEPS = 50
 SEED = 1337
-PRESETS = ["tiny", "small"]
+# "tiny-tanh": Tiny with GPT-2's tanh GELU (the model setting gelu = "tanh").
+PRESETS = ["tiny", "small", "tiny-tanh"]
 
 # Tolerances (fp32 on both sides; the engine's kernels sum in a different order than PyTorch's).
 LOSS_REL = 1e-5  # step-0 loss, same weights and batch
@@ -71,6 +72,7 @@ def record(preset, key, value):
 @pytest.fixture(scope="module", params=PRESETS)
 def dump(request, tmp_path_factory):
     preset = request.param
+    name, _, gelu = preset.partition("-")
     if not BINARY.exists():
         pytest.skip(f"C++ parity binary not built: {BINARY} (build the project, or set PTL_BUILD_DIR)")
     data = data_file()
@@ -80,7 +82,9 @@ def dump(request, tmp_path_factory):
     cmd = [
         str(BINARY),
         "--preset",
-        preset,
+        name,
+        "--gelu",
+        gelu or "erf",
         "--steps",
         str(STEPS),
         "--data",

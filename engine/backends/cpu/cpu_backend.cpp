@@ -341,10 +341,11 @@ void Executor::run_op(const Op& op) {
       break;
     }
     case OpKind::gelu:
-      gelu_forward(out_f(0), in_f(0), numel(op.inputs[0]));
+      gelu_forward(out_f(0), in_f(0), numel(op.inputs[0]), op.attr("tanh") != 0.0 ? Gelu::tanh : Gelu::erf);
       break;
     case OpKind::gelu_backward:
-      gelu_backward(out_f(0), acc(0), in_f(0), in_f(1), numel(op.inputs[0]));
+      gelu_backward(out_f(0), acc(0), in_f(0), in_f(1), numel(op.inputs[0]),
+                    op.attr("tanh") != 0.0 ? Gelu::tanh : Gelu::erf);
       break;
     case OpKind::add:
       add_forward(out_f(0), in_f(0), in_f(1), float(op.attr("alpha", 1.0)), numel(op.inputs[0]));

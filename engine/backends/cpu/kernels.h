@@ -61,9 +61,11 @@ void attention_cached(float* y, const float* q, const float* k_cache, const floa
 // probs[B, H, T, T] = softmax_j(q_i . k_j / sqrt(C/H)) for j <= i, exactly 0 for j > i.
 void attention_probs_forward(float* probs, const float* q, const float* k, int64_t B, int64_t T, int64_t C, int64_t H);
 
-// gelu.cpp: exact GELU, 0.5 x (1 + erf(x / sqrt 2)).
-void gelu_forward(float* y, const float* x, int64_t n);
-void gelu_backward(float* dx, bool acc, const float* dy, const float* x, int64_t n);
+// gelu.cpp: the exact GELU, 0.5 x (1 + erf(x / sqrt 2)), or GPT-2's tanh approximation (its
+// gelu_new), 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): ModelConfig::gelu.
+enum class Gelu { erf, tanh };
+void gelu_forward(float* y, const float* x, int64_t n, Gelu kind = Gelu::erf);
+void gelu_backward(float* dx, bool acc, const float* dy, const float* x, int64_t n, Gelu kind = Gelu::erf);
 
 // add.cpp: y = a + alpha * b; the backward hands dy to a and alpha * dy to b.
 void add_forward(float* y, const float* a, const float* b, float alpha, int64_t n);

@@ -798,6 +798,26 @@ export function kernelCases(): KernelCase[] {
     },
     op: { op: 'gelu_backward', inputs: ['dy', 'x'], outputs: ['dx'], attrs: { acc0: 1 } },
   });
+  // GPT-2's tanh form (attribute tanh = 1): large |x| too, where the exp saturates.
+  add({
+    name: 'gelu tanh',
+    tol: TOL.transcendental,
+    tensors: {
+      x: { shape: [1001], init: (r, i) => (i < 200 ? (i - 100) / 10 : i < 210 ? (i - 205) * 40 : r.normal() * 3) },
+      y: { shape: [1001] },
+    },
+    op: { op: 'gelu', inputs: ['x'], outputs: ['y'], attrs: { tanh: 1 } },
+  });
+  add({
+    name: 'gelu_backward tanh',
+    tol: TOL.transcendental,
+    tensors: {
+      dy: { shape: [3, 337], init: 'normal' },
+      x: { shape: [3, 337], init: (r, i) => (i < 10 ? (i - 5) * 40 : r.normal() * 3) },
+      dx: { shape: [3, 337], init: 'normal' },
+    },
+    op: { op: 'gelu_backward', inputs: ['dy', 'x'], outputs: ['dx'], attrs: { acc0: 0, tanh: 1 } },
+  });
   add({
     name: 'add alpha=-0.5',
     tol: TOL.elementwise,

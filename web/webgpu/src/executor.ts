@@ -992,9 +992,9 @@ function planAttentionProbs(c: PlanContext): DispatchSpec[] {
   ];
 }
 
-// gelu: elementwise.
+// gelu: elementwise; attribute tanh = 1 selects GPT-2's form.
 function planGelu(c: PlanContext): DispatchSpec[] {
-  const { label, inp, out, need, r, w, elementwise } = c;
+  const { op, label, inp, out, need, r, w, elementwise } = c;
   const x = need(inp(0), 'x'),
     n = c.numel(x);
   return [
@@ -1002,6 +1002,7 @@ function planGelu(c: PlanContext): DispatchSpec[] {
       kernel: 'gelu',
       entry: 'main',
       label,
+      constants: { TANH: b1((op.attrs['tanh'] ?? 0) !== 0) },
       params: [u(n), u(0), u(0), u(0)],
       bindings: [r(1, x), w(2, need(out(0), 'y'))],
       workgroups: elementwise(n),
@@ -1011,7 +1012,7 @@ function planGelu(c: PlanContext): DispatchSpec[] {
 
 // gelu_backward: elementwise; nothing to do when the gradient is not needed.
 function planGeluBackward(c: PlanContext): DispatchSpec[] {
-  const { label, inp, out, acc, need, r, w, elementwise } = c;
+  const { op, label, inp, out, acc, need, r, w, elementwise } = c;
   const dy = need(inp(0), 'dy'),
     n = c.numel(dy);
   if (out(0) < 0) return [];
@@ -1020,7 +1021,7 @@ function planGeluBackward(c: PlanContext): DispatchSpec[] {
       kernel: 'gelu_backward',
       entry: 'main',
       label,
-      constants: { ACC: b1(acc(0)) },
+      constants: { ACC: b1(acc(0)), TANH: b1((op.attrs['tanh'] ?? 0) !== 0) },
       params: [u(n), u(0), u(0), u(0)],
       bindings: [r(1, dy), r(2, need(inp(1), 'x')), w(3, out(0))],
       workgroups: elementwise(n),
