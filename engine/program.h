@@ -75,8 +75,8 @@ enum class OpKind {
   // logits = x W^T are never stored whole (W is the token embedding [V, C]).
   cross_entropy_tied,           // in: x[M,C], W[V,C], targets [, mask]   out: loss[1], lse[M]
   cross_entropy_tied_backward,  // in: x, W, targets, lse [, mask]        out: dx, dW (recomputes the logits)
-  grad_norm,               // in: every gradient                      out: norm[1]
-  adamw,                   // in: param, grad, m, v, norm, hparams    out: param, m, v (in place)
+  grad_norm,                    // in: every gradient                      out: norm[1]
+  adamw,                        // in: param, grad, m, v, norm, hparams    out: param, m, v (in place)
 };
 
 const char* to_string(OpKind);
