@@ -32,8 +32,9 @@ std::string read_tokenizer_file(const std::string& path) {
 json parse_json(std::string_view text, const std::string& name) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message starts with "[json.exception.parse_error.101] "; the rest reads well.
+  } catch (const json::exception& e) {
+    // A parse error or a number beyond a double (out_of_range, "1E400"). nlohmann's message
+    // starts with "[json.exception.parse_error.101] "; the rest reads well.
     std::string what = e.what();
     if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
     fail(name + ": not valid JSON: " + what);

@@ -178,6 +178,9 @@ TEST(HfGpt2, ConfigErrorsNameTheFileAndTheField) {
                "config.json: vocab_size must be an integer from 1 to 65536, got 100000");
   const std::string text = kGpt2Config;
   EXPECT_ERROR(hf_gpt2_config(text.substr(0, text.size() / 2), "d/config.json"), "d/config.json: not valid JSON");
+  // A number beyond a double is a JSON error too (nlohmann's out_of_range, found by fuzz_hf_config).
+  EXPECT_ERROR(hf_gpt2_config(R"({"model_type": "gpt2", "n_embd": 1E1111})", "d/config.json"),
+               "d/config.json: not valid JSON (truncated?): number overflow parsing '1E1111'");
 }
 
 TEST(HfGpt2, WeightLayoutIsConv1DWithFusedQkv) {
@@ -246,6 +249,9 @@ TEST(HfGpt2, FolderRoundTripWithTokenizer) {
   write_hf_gpt2(dir + "-narrow", narrow, random_weights(narrow), &tok);
   EXPECT_ERROR(read_hf_gpt2(dir + "-narrow"),
                "gpt2-narrow/tokenizer.json: the tokenizer has ids up to 299 but config.json's vocab_size is 290");
+  // A broken tokenizer file is named in the message.
+  write_text(fs::path(dir) / "tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 1E400}}})");
+  EXPECT_ERROR(read_hf_gpt2(dir), "gpt2/tokenizer.json: not valid JSON: number overflow parsing '1E400'");
 }
 
 TEST(HfGpt2, ShardedBf16WithPrefixesBuffersAndTiedHead) {

@@ -133,7 +133,8 @@ int run_model(const std::map<std::string, std::string>& a) {
   b.seq = T;
   b.inputs = tokens;
   b.targets.assign(tokens.size(), 0);
-  const float* logits = trainer->logits(b);
+  trainer->batch_loss(b);
+  const float* logits = trainer->logits();
   nlohmann::json rows = nlohmann::json::array();
   for (int t = 0; t < T; ++t) rows.push_back(std::vector<float>(logits + int64_t(t) * V, logits + int64_t(t + 1) * V));
   SamplingOptions greedy;
