@@ -599,7 +599,7 @@ TEST(CrossEntropyTied, MatchesLinearThenCrossEntropy) {
   for (const int64_t V : {263, 50257}) {
     const int64_t M = 6, C = 8;
     const Vec x = randn(size_t(M * C), 90, 1.0f), W = randn(size_t(V * C), 91, 0.5f);
-    std::vector<int32_t> t(size_t(M));
+    std::vector<int32_t> t(static_cast<size_t>(M));
     for (int64_t i = 0; i < M; i++) t[size_t(i)] = int32_t((i * 7919 + 13) % V);
     t[size_t(M - 1)] = int32_t(V - 1);  // the last row of the last, ragged chunk
     const Vec mask = {1.0f, 0.0f, 0.5f, 2.0f, 1.0f, 1.0f};
@@ -636,7 +636,7 @@ TEST(CrossEntropyTied, BackwardMatchesFiniteDifferencesAndAccumulates) {
     cross_entropy_tied_forward(&l, nullptr, x.data(), W.data(), t.data(), mask.data(), M, V, C, chunk);
     return double(l);
   };
-  Vec lse(size_t(M)), dx(size_t(M * C)), dW(size_t(V * C));
+  Vec lse(static_cast<size_t>(M)), dx(static_cast<size_t>(M * C)), dW(static_cast<size_t>(V * C));
   float l = 0;
   cross_entropy_tied_forward(&l, lse.data(), x.data(), W.data(), t.data(), mask.data(), M, V, C, chunk);
   cross_entropy_tied_backward(dx.data(), false, dW.data(), false, x.data(), W.data(), t.data(), lse.data(),
@@ -661,7 +661,7 @@ TEST(CrossEntropyTied, ForwardAndBackwardInOneCallAreBitwiseTheTwoOps) {
   for (const auto& [M, V] : {std::pair<int64_t, int64_t>{6, 263}, {16, 50257}}) {
     const int64_t C = 8;
     const Vec x = randn(size_t(M * C), 96), W = randn(size_t(V * C), 97, 0.5f);
-    std::vector<int32_t> t(size_t(M));
+    std::vector<int32_t> t(static_cast<size_t>(M));
     for (int64_t i = 0; i < M; i++) t[size_t(i)] = int32_t((i * 7919 + 5) % V);
     Vec mask(size_t(M), 1.0f);
     mask[1] = 0.0f;
