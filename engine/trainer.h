@@ -63,9 +63,9 @@ class Trainer {
   bool has_corpus() const { return corpus_ != nullptr; }
   const Corpus& corpus() const;
 
-  StepResult train_step();                             // train_step(next_train_batch())
-  StepResult train_step(const Batch& batch);           // on a given batch (tests, parity); batch.mask = SFT loss mask
-  double batch_loss(const Batch& batch);               // the evaluation program's mean loss (no logits kept)
+  StepResult train_step();                    // train_step(next_train_batch())
+  StepResult train_step(const Batch& batch);  // on a given batch (tests, parity); batch.mask = SFT loss mask
+  double batch_loss(const Batch& batch);      // the evaluation program's mean loss (no logits kept)
   // The logits [B*T, V] of the batch's inputs (the forward program; its targets are not read),
   // valid until the next call or change of weights.
   const float* logits(const Batch& batch);

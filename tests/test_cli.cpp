@@ -137,7 +137,8 @@ TEST(Cli, EvalAndInfo) {
 // (the loss never holds the [B*T, V] logits).
 TEST(Cli, InfoOfAPresetWithAnotherVocabulary) {
   test::TempDir d;
-  const CliRun a = ptl_cli("info --preset medium --json", d), b = ptl_cli("info --preset medium --vocab 50257 --json", d);
+  const CliRun a = ptl_cli("info --preset medium --json", d),
+               b = ptl_cli("info --preset medium --vocab 50257 --json", d);
   ASSERT_EQ(a.code, 0) << a.err;
   ASSERT_EQ(b.code, 0) << b.err;
   const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);

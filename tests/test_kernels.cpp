@@ -639,8 +639,8 @@ TEST(CrossEntropyTied, BackwardMatchesFiniteDifferencesAndAccumulates) {
   Vec lse(static_cast<size_t>(M)), dx(static_cast<size_t>(M * C)), dW(static_cast<size_t>(V * C));
   float l = 0;
   cross_entropy_tied_forward(&l, lse.data(), x.data(), W.data(), t.data(), mask.data(), M, V, C, chunk);
-  cross_entropy_tied_backward(dx.data(), false, dW.data(), false, x.data(), W.data(), t.data(), lse.data(),
-                              mask.data(), M, V, C, chunk);
+  cross_entropy_tied_backward(dx.data(), false, dW.data(), false, x.data(), W.data(), t.data(), lse.data(), mask.data(),
+                              M, V, C, chunk);
   check_grad("dx", x, dx, loss);
   check_grad("dW", W, dW, loss);
   // Accumulating: out = prior + the fresh gradient; a null output is skipped.
@@ -670,8 +670,8 @@ TEST(CrossEntropyTied, ForwardAndBackwardInOneCallAreBitwiseTheTwoOps) {
     one.lse.resize(size_t(M));
     one.dx.assign(size_t(M * C), 7.0f);
     one.dW.assign(size_t(V * C), 7.0f);
-    cross_entropy_tied_forward_backward(&one.loss, one.lse.data(), one.dx.data(), false, one.dW.data(), false,
-                                        x.data(), W.data(), t.data(), mask.data(), M, V, C);
+    cross_entropy_tied_forward_backward(&one.loss, one.lse.data(), one.dx.data(), false, one.dW.data(), false, x.data(),
+                                        W.data(), t.data(), mask.data(), M, V, C);
     EXPECT_EQ(cross_entropy_tied_chunk(M, V) < V, M == 16);
     EXPECT_EQ(one.loss, two.loss) << V;
     EXPECT_EQ(one.lse, two.lse) << V;
@@ -681,10 +681,10 @@ TEST(CrossEntropyTied, ForwardAndBackwardInOneCallAreBitwiseTheTwoOps) {
 }
 
 TEST(CrossEntropyTied, ChunksHoldAboutTwoMebibytesOfLogits) {
-  EXPECT_EQ(cross_entropy_tied_chunk(16 * 96, 256), 256);      // Medium: one chunk
-  EXPECT_EQ(cross_entropy_tied_chunk(16 * 96, 50257), 320);    // 1536 x 320 floats
-  EXPECT_EQ(cross_entropy_tied_chunk(16 * 1024, 50257), 64);   // never below 64 rows
-  EXPECT_EQ(cross_entropy_tied_chunk(1, 50257), 50257);        // a single row: all of V
+  EXPECT_EQ(cross_entropy_tied_chunk(16 * 96, 256), 256);     // Medium: one chunk
+  EXPECT_EQ(cross_entropy_tied_chunk(16 * 96, 50257), 320);   // 1536 x 320 floats
+  EXPECT_EQ(cross_entropy_tied_chunk(16 * 1024, 50257), 64);  // never below 64 rows
+  EXPECT_EQ(cross_entropy_tied_chunk(1, 50257), 50257);       // a single row: all of V
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -108,7 +108,9 @@ def test_logits_loss_and_gradients_at_init(dump):
             continue
         scale = p.grad.abs().max().item()
         errors[name] = (cpp_grads[name] - p.grad).abs().max().item() / scale
-    print(f"[vocab {V}] tok_emb.weight gradient rel err {errors['tok_emb.weight']:.3g}, worst {max(errors.values()):.3g}")
+    print(
+        f"[vocab {V}] tok_emb.weight gradient rel err {errors['tok_emb.weight']:.3g}, worst {max(errors.values()):.3g}"
+    )
     bad = {k: v for k, v in errors.items() if v > GRAD_REL}
     assert not bad, f"gradients beyond {GRAD_REL} (max abs err / max abs grad): {bad}"
 

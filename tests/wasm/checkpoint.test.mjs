@@ -57,7 +57,10 @@ test(`${VARIANT}: a checkpoint written by wasm loads in native ptl (info, eval)`
 test(`${VARIANT}: an odd vocabulary (263 tokens) trains in wasm and evaluates the same in native ptl`, async () => {
   // The loss over chunks of the vocabulary (cross_entropy_tied) in both builds: the byte corpus
   // uses ids 0..255 of the 263.
-  const engine = await Engine.create({ preset: 'tiny', model: { vocab_size: 263 }, train: { steps: 20, seed: 7 } }, module);
+  const engine = await Engine.create(
+    { preset: 'tiny', model: { vocab_size: 263 }, train: { steps: 20, seed: 7 } },
+    module,
+  );
   try {
     await engine.setCorpus(fs.readFileSync(dataFile()).subarray(0, 100000));
     const m = await engine.train(3);

@@ -212,7 +212,8 @@ void Executor::run_loss_pair(const Op& f, const Op& b) {
   const int64_t C = xs.shape.back(), M = xs.numel() / C, V = program_.tensors.at(f.inputs[1]).shape[0];
   const auto* targets = static_cast<const int32_t*>(ptr(f.inputs, 2));
   for (int64_t i = 0; i < M; ++i)
-    if (targets[i] < 0 || targets[i] >= V) fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+    if (targets[i] < 0 || targets[i] >= V)
+      fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
   cross_entropy_tied_forward_backward(
       static_cast<float*>(ptr(f.outputs, 0)), static_cast<float*>(ptr(f.outputs, 1)),
       static_cast<float*>(ptr(b.outputs, 0)), b.accumulates(0), static_cast<float*>(ptr(b.outputs, 1)),

@@ -1173,14 +1173,7 @@ function planCrossEntropyTied(c: PlanContext): DispatchSpec[] {
       label: `${label} rows ${v0}`,
       constants,
       params: [u(M), u(n), u(v0), u((k === 0 ? 1 : 0) | (k === chunks.length - 1 ? 2 : 0))],
-      bindings: [
-        c.logitsChunk('r', 1, M * n),
-        r(2, inp(2)),
-        r(3, inp(3)),
-        w(4, out(1)),
-        rl(5),
-        st(6),
-      ],
+      bindings: [c.logitsChunk('r', 1, M * n), r(2, inp(2)), r(3, inp(3)), w(4, out(1)), rl(5), st(6)],
       workgroups: c.grid(M),
     });
   });
@@ -1783,7 +1776,14 @@ export class Executor {
     if (offset % align !== 0)
       throw new WebGPUError(`${label}: row ${first} of '${t.info.name}' is not ${align}-byte aligned`);
     const size = Math.min(Math.ceil((count * width * 4) / 16) * 16, t.buffer.size - offset);
-    return { binding, buffer: t.buffer, access, what: `${t.info.name} rows ${first}..${first + count - 1}`, offset, size };
+    return {
+      binding,
+      buffer: t.buffer,
+      access,
+      what: `${t.info.name} rows ${first}..${first + count - 1}`,
+      offset,
+      size,
+    };
   }
 
   // Vocabulary rows per chunk of cross_entropy_tied: a multiple of 64 (so that every chunk of W

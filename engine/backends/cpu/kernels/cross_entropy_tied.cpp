@@ -108,8 +108,8 @@ void finish_loss(float* loss, float* lse, const float* mx, const float* sum, con
 
 // Chunk [v0, v0 + n) of the logits z [M, n] -> dz = (softmax - onehot) * mask_i / count in place
 // (cross_entropy.cpp's backward on these columns), softmax = exp(z - lse).
-void to_dlogits(float* z, int64_t M, int64_t n, int64_t v0, const int32_t* targets, const float* lse,
-                const float* mask, double count) {
+void to_dlogits(float* z, int64_t M, int64_t n, int64_t v0, const int32_t* targets, const float* lse, const float* mask,
+                double count) {
   parallel_ranges(M, grain_for(M, 4 * n), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) {
       float* d = z + i * n;
