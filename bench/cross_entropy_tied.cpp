@@ -25,7 +25,8 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const auto o = bench_options(argc, argv, {"--vocab", "--rows", "--d", "--reps", "--threads"},
                                "cross_entropy_tied [--vocab 50304] [--rows 1536] [--d 128] [--reps 5] [--threads N]");
-  const int64_t V = bench_count(o, "--vocab", 50304), M = bench_count(o, "--rows", 1536), C = bench_count(o, "--d", 128);
+  const int64_t V = bench_count(o, "--vocab", 50304), M = bench_count(o, "--rows", 1536),
+                C = bench_count(o, "--d", 128);
   const int reps = bench_count(o, "--reps", 5);
   if (o.count("--threads")) set_num_threads(bench_count(o, "--threads", 1));
   std::mt19937 g(1);
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
     const double f = median(tf), u = median(tu);
     std::printf(
         "{\"vocab\": %lld, \"rows\": %lld, \"d\": %lld, \"threads\": %d, \"chunk\": %lld, \"fused_ms\": %.2f, "
-        "\"unfused_ms\": %.2f, \"unfused_over_fused\": %.3f, \"fused_scratch_mib\": %.2f, \"unfused_logits_mib\": %.1f}\n",
+        "\"unfused_ms\": %.2f, \"unfused_over_fused\": %.3f, \"fused_scratch_mib\": %.2f, \"unfused_logits_mib\": "
+        "%.1f}\n",
         (long long)V, (long long)M, (long long)C, num_threads(),
         (long long)(chunk ? chunk : cross_entropy_tied_chunk(M, V)), f * 1e3, u * 1e3, u / f,
         double(M * (chunk ? std::min(chunk, V) : cross_entropy_tied_chunk(M, V))) * 4 / 1048576.0,
