@@ -25,12 +25,6 @@ nlohmann::json parse_meta_json(const SafeTensors& f, const std::string& key, con
   }
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 }  // namespace
 
 CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& what) {

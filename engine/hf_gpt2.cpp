@@ -12,6 +12,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "engine/json_text.h"
 #include "engine/model.h"
 #include "engine/tokenizer_files.h"
 
@@ -25,29 +26,6 @@ namespace {
 constexpr const char* kPrefix = "transformer.";  // GPT2LMHeadModel's names; GPT2Model's have none
 // Everything write_hf_gpt2 writes: an existing --out folder holding only these is an earlier export.
 constexpr const char* kWrittenFiles[] = {"config.json", "model.safetensors", "tokenizer.json"};
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-std::string shown(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
-
-json parse_json(std::string_view text, const std::string& name) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    // A parse error or a number beyond a double (out_of_range, "1E1111"). nlohmann's message
-    // starts with "[json.exception.parse_error.101] "; the rest reads well.
-    std::string what = e.what();
-    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    fail(name + ": not valid JSON (truncated?): " + what);
-  }
-}
 
 std::string text_of(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
 

@@ -14,12 +14,6 @@ namespace {
 
 const std::vector<std::string> kTargets = {"q", "k", "v", "o", "fc_in", "fc_out"};
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t");
   if (b == std::string::npos) return "";

@@ -7,6 +7,12 @@
 
 namespace ptl {
 
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 namespace {
 constexpr const char* kOpNames[] = {
     "embedding",

@@ -28,6 +28,9 @@ enum class TensorKind {
 const char* to_string(DType);
 const char* to_string(TensorKind);
 
+// A shape as messages show it: "[768, 2304]".
+std::string shape_str(const std::vector<int64_t>& shape);
+
 struct TensorInfo {
   std::string name;
   TensorKind kind = TensorKind::activation;

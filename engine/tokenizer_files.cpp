@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/json_text.h"
 #include "engine/safetensors.h"
 
 namespace ptl {
@@ -27,24 +28,6 @@ std::string read_tokenizer_file(const std::string& path) {
   const std::vector<uint8_t> bytes = read_file_bytes(path);
   check(bytes.size() <= kMaxFileBytes, path + ": too large for a tokenizer file");
   return std::string(bytes.begin(), bytes.end());
-}
-
-json parse_json(std::string_view text, const std::string& name) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    // A parse error or a number beyond a double (out_of_range, "1E400"). nlohmann's message
-    // starts with "[json.exception.parse_error.101] "; the rest reads well.
-    std::string what = e.what();
-    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    fail(name + ": not valid JSON: " + what);
-  }
-}
-
-// A short rendering of a JSON value for messages.
-std::string shown(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }
 
 // {"spelling": id, ...}

@@ -55,15 +55,6 @@ const char* kGpt2Config = R"({
   "vocab_size": 50257
 })";
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 #define EXPECT_ERROR(expr, phrase)                                                  \
   do {                                                                              \
     const std::string message_ = error_of([&] { (void)(expr); });                   \
@@ -180,7 +171,7 @@ TEST(HfGpt2, ConfigErrorsNameTheFileAndTheField) {
   EXPECT_ERROR(hf_gpt2_config(text.substr(0, text.size() / 2), "d/config.json"), "d/config.json: not valid JSON");
   // A number beyond a double is a JSON error too (nlohmann's out_of_range, found by fuzz_hf_config).
   EXPECT_ERROR(hf_gpt2_config(R"({"model_type": "gpt2", "n_embd": 1E1111})", "d/config.json"),
-               "d/config.json: not valid JSON (truncated?): number overflow parsing '1E1111'");
+               "d/config.json: not valid JSON: number overflow parsing '1E1111'");
 }
 
 TEST(HfGpt2, WeightLayoutIsConv1DWithFusedQkv) {
@@ -405,7 +396,7 @@ TEST(HfGpt2, BadFoldersGiveOneLineNamingFileAndProblem) {
     fs::remove(dir / "config.json");
     EXPECT_ERROR(read_hf_gpt2(dir.string()), "noconfig/config.json: no such file");
     write_text(dir / "config.json", hf_gpt2_config_json(mc).substr(0, 40));
-    EXPECT_ERROR(read_hf_gpt2(dir.string()), "noconfig/config.json: not valid JSON (truncated?)");
+    EXPECT_ERROR(read_hf_gpt2(dir.string()), "noconfig/config.json: not valid JSON");
     fs::remove(dir / "model.safetensors");
     write_text(dir / "config.json", hf_gpt2_config_json(mc));
     write_text(dir / "pytorch_model.bin", "pickle");

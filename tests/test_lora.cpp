@@ -68,15 +68,6 @@ void compute_gradients(Trainer& tr, const Batch& b) {
   ex.run();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 }  // namespace
 
 TEST(Sha256, KnownAnswers) {

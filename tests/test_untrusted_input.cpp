@@ -13,21 +13,13 @@
 #include "engine/lora.h"
 #include "engine/program.h"
 #include "engine/sft.h"
+#include "test_util.h"
 
 using namespace ptl;
 using nlohmann::json;
+using ptl::test::error_of;
 
 namespace {
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 json tiny_program() {
   return json::parse(R"({"format": "ptl-program", "version": 1, "name": "t",

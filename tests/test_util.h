@@ -14,6 +14,7 @@
 
 #include "engine/config.h"
 #include "engine/data.h"
+#include "engine/error.h"
 
 namespace ptl::test {
 
@@ -67,6 +68,17 @@ inline CliRun ptl_cli(const std::string& args, const TempDir& dir) {
 }
 
 inline void write(const std::string& path, const std::string& s) { std::ofstream(path, std::ios::binary) << s; }
+
+// The message of the ptl::Error that f() throws ("(no error)" when it returns).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 // A clean failure: exit code 1, one line on stderr naming the problem, no crash.
 inline void expect_error(const CliRun& r, const std::string& phrase) {
