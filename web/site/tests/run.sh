@@ -35,4 +35,13 @@ fi
 
 files=("$@")
 ((${#files[@]})) || files=("$SITE"/tests/*.test.mjs)
-node --test --test-concurrency=1 "${files[@]}"
+node --test --test-concurrency=1 "${files[@]}" || exit
+
+# Then the default build as a user gets it, with the shipped model (docs/models.md) built in: the
+# banner and the sampling panel talk to it. Only on a full run with the stand-in above.
+shipped="$ROOT/models/shakespeare.tinygpt"
+if (($# == 0)) && [[ -z "${PTL_SITE_TEST_PRETRAINED:-}" && -f $shipped ]]; then
+  export PTL_PRETRAINED_MODEL="$shipped"
+  (cd "$SITE" && npm run --silent build >"$OUT/site-build.log" 2>&1) || { tail -40 "$OUT/site-build.log"; die "the site did not build with $shipped (log: $OUT/site-build.log)"; }
+  node --test --test-concurrency=1 --test-name-pattern='pretrained model out of the box' "$SITE/tests/playground.test.mjs"
+fi
