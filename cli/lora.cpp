@@ -302,7 +302,8 @@ void add_lora(CLI::App& app) {
   train
       ->add_option("--targets", t->targets,
                    "Projections to adapt: q,k,v,o,fc_in,fc_out (or attn, mlp, all), or qkv: one adapter over q, k "
-                   "and v together (GPT-2's c_attn, as PEFT adapts it)")
+                   "and v together (GPT-2's c_attn, as PEFT adapts it); GPT-2's names c_attn, attn.c_proj, c_fc, "
+                   "mlp.c_proj also work")
       ->capture_default_str();
   train->add_option("--weight-decay", t->weight_decay, "AdamW weight decay on the adapters")->capture_default_str();
   train->add_option("--dropout", t->dropout, "Dropout rate on the adapters' input (the base path sees it undropped)")

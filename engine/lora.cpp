@@ -46,9 +46,20 @@ std::set<std::string> parse_lora_targets(const std::string& list) {
       out.insert({"q", "k", "v", "o"});
     } else if (item == "mlp") {
       out.insert({"fc_in", "fc_out"});
+    } else if (item == "c_attn" || item == "attn.c_attn") {  // GPT-2's module names (docs/gpt2.md)
+      out.insert("qkv");
+    } else if (item == "attn.c_proj") {
+      out.insert("o");
+    } else if (item == "c_fc" || item == "mlp.c_fc") {
+      out.insert("fc_in");
+    } else if (item == "mlp.c_proj") {
+      out.insert("fc_out");
+    } else if (item == "c_proj") {  // as PEFT reads it: both modules of that name
+      out.insert({"o", "fc_out"});
     } else {
       check(std::find(kTargets.begin(), kTargets.end(), item) != kTargets.end(),
-            "unknown LoRA target '" + item + "' (choose from " + kChoices + ", or attn, mlp, all)");
+            "unknown LoRA target '" + item + "' (choose from " + kChoices +
+                ", or attn, mlp, all, or GPT-2's c_attn, attn.c_proj, c_fc, mlp.c_proj)");
       out.insert(item);
     }
   }

@@ -18,8 +18,9 @@ namespace ptl {
 constexpr const char* kAdapterFormat = "tinygpt-lora";
 constexpr int kAdapterVersion = 1;
 
-// "q,v" or "q, k, fc_in" -> {"q", "v"}; "all" = every projection (q, k, v, o, fc_in, fc_out).
-// Throws on an unknown name.
+// "q,v" or "q, k, fc_in" -> {"q", "v"}; "all" = every projection (q, k, v, o, fc_in, fc_out);
+// GPT-2's module names too: c_attn = qkv, attn.c_proj = o, c_fc = fc_in, mlp.c_proj = fc_out, and
+// c_proj both (as PEFT matches it). Throws on an unknown name.
 std::set<std::string> parse_lora_targets(const std::string& list);
 std::string lora_targets_string(const std::set<std::string>& targets);  // "q,v" (canonical order)
 // Throws naming the problem: rank < 1, alpha not finite, no targets, unknown target, qkv with

@@ -163,6 +163,10 @@ TEST(LoraQkv, ConfigsAreChecked) {
   EXPECT_EQ(parse_lora_targets("qkv, o"), (std::set<std::string>{"qkv", "o"}));
   EXPECT_EQ(lora_targets_string({"fc_out", "o", "qkv"}), "qkv,o,fc_out");
   EXPECT_EQ(parse_lora_targets("all"), (std::set<std::string>{"q", "k", "v", "o", "fc_in", "fc_out"}));
+  // GPT-2's module names, as PEFT's target_modules give them.
+  EXPECT_EQ(parse_lora_targets("c_attn,c_proj,c_fc"), kGpt2Modules);
+  EXPECT_EQ(parse_lora_targets("attn.c_proj, mlp.c_fc"), (std::set<std::string>{"o", "fc_in"}));
+  EXPECT_NE(error_of([] { parse_lora_targets("q_proj"); }).find("unknown LoRA target 'q_proj'"), std::string::npos);
   EXPECT_NE(error_of([] {
               validate_lora(lora({"qkv", "k"}));
             }).find("LoRA targets qkv and k overlap"),
