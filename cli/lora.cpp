@@ -1,4 +1,5 @@
-// ptl lora train | merge | info: LoRA adapters on a frozen base checkpoint (docs/post-training.md).
+// ptl lora train | merge | info | export-peft | import-peft: LoRA adapters on a frozen base
+// checkpoint (docs/post-training.md), and PEFT's adapter folders for GPT-2 models (docs/gpt2.md).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/finetune.h"
 #include "engine/error.h"
+#include "engine/peft.h"
 #include "engine/trainer.h"
 
 namespace ptl::cli {
@@ -130,6 +132,60 @@ void run_lora_info(const InfoArgs& a) {
   }
 }
 
+struct PeftArgs {
+  std::string in, out, base, base_model;
+};
+
+// Metadata key of an adapter imported from PEFT: the folder's base_model_name_or_path, which
+// export-peft writes back.
+constexpr const char* kPeftBaseModel = "peft_base_model";
+
+void run_export_peft(const PeftArgs& a) {
+  const auto bytes = read_file_bytes(a.in);
+  const SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), a.in);
+  const AdapterContents c = inspect_adapter(f, a.in);  // every tensor there, with its shape
+  PeftConfig pc{c.lora, a.base_model};
+  if (pc.base_model.empty())
+    if (auto it = f.metadata.find(kPeftBaseModel); it != f.metadata.end()) pc.base_model = it->second;
+  SafeTensors peft;
+  try {
+    peft = peft_from_adapter(f, c.base_model, c.lora);
+  } catch (const Error& e) {
+    fail(a.in + ": cannot export to PEFT: " + e.what());
+  }
+  write_peft_folder(a.out, pc, peft);
+  std::string modules;
+  const nlohmann::json written = nlohmann::json::parse(peft_config_json(pc));
+  for (const auto& m : written["target_modules"]) modules += (modules.empty() ? "" : ", ") + m.get<std::string>();
+  std::printf(
+      "wrote %s: adapter_config.json (LORA, r %d, lora_alpha %g, target_modules %s), adapter_model.safetensors "
+      "(F32, %zu tensors)\n",
+      a.out.c_str(), c.lora.rank, c.lora.alpha, modules.c_str(), peft.tensors.size());
+}
+
+void run_import_peft(const PeftArgs& a) {
+  check_not_overwriting(a.out, a.base, "--out " + a.out + " is the base checkpoint; choose another --out");
+  const PeftFolder folder = read_peft_folder(a.in);
+  auto trainer = Trainer::from_checkpoint(read_file_bytes(a.base), a.base);
+  const ModelConfig mc = trainer->model_config();
+  const LoraConfig& lora = folder.config.lora;
+  try {
+    trainer->enable_lora(lora, 0);  // throws when the rank is larger than a layer of this base
+  } catch (const Error& e) {
+    fail(folder.weights_path + ": does not fit the base " + a.base + ": " + e.what());
+  }
+  const SafeTensors ours = adapter_from_peft(folder.tensors, mc, lora, folder.weights_path);
+  for (const auto& t : ours.tensors) trainer->write_tensor(t.name, t.data.data(), t.data.size());
+  // The adapter file of a run that never trained here: no train config, state or history.
+  const std::vector<uint8_t> saved = trainer->save_adapter();
+  SafeTensors f = decode_safetensors(saved.data(), saved.size(), a.out);
+  for (const char* key : {"train_config", "train_state", "loss_history"}) f.metadata.erase(key);
+  if (!folder.config.base_model.empty()) f.metadata[kPeftBaseModel] = folder.config.base_model;
+  write_file_atomic(a.out, encode_safetensors(f));
+  std::printf("wrote %s: LoRA rank %d, alpha %g on %s (%zu tensors) for base %s\n", a.out.c_str(), lora.rank,
+              lora.alpha, lora_targets_string(lora.targets).c_str(), ours.tensors.size(), a.base.c_str());
+}
+
 struct BenchArgs {
   std::string presets = "small,large";
   int rank = 4, steps = 20, warmup = 3;
@@ -231,7 +287,8 @@ void run_lora_bench(const BenchArgs& a) {
 }  // namespace
 
 void add_lora(CLI::App& app) {
-  CLI::App* lora = app.add_subcommand("lora", "LoRA adapters: train on a frozen base, merge into it, describe");
+  CLI::App* lora = app.add_subcommand(
+      "lora", "LoRA adapters: train on a frozen base, merge into it, describe, export to and import from PEFT");
   lora->require_subcommand(1);
 
   auto t = std::make_shared<LoraArgs>();
@@ -242,7 +299,11 @@ void add_lora(CLI::App& app) {
   add_finetune_options(train, t->run, "Training data: FILE.jsonl = SFT examples, any other file = plain text");
   train->add_option("--rank", t->rank, "Adapter rank r")->capture_default_str();
   train->add_option("--alpha", t->alpha, "Scale: the update is (alpha / r) B A")->capture_default_str();
-  train->add_option("--targets", t->targets, "Projections to adapt: q,k,v,o,fc_in,fc_out (or attn, mlp, all)")
+  train
+      ->add_option("--targets", t->targets,
+                   "Projections to adapt: q,k,v,o,fc_in,fc_out (or attn, mlp, all), or qkv: one adapter over q, k "
+                   "and v together (GPT-2's c_attn, as PEFT adapts it); GPT-2's names c_attn, attn.c_proj, c_fc, "
+                   "mlp.c_proj also work")
       ->capture_default_str();
   train->add_option("--weight-decay", t->weight_decay, "AdamW weight decay on the adapters")->capture_default_str();
   train->add_option("--dropout", t->dropout, "Dropout rate on the adapters' input (the base path sees it undropped)")
@@ -263,6 +324,28 @@ void add_lora(CLI::App& app) {
   info->add_option("adapter", i->adapter, "Adapter file")->required();
   info->add_flag("--json", i->json, "Print JSON");
   info->callback([i]() { run_lora_info(*i); });
+
+  auto e = std::make_shared<PeftArgs>();
+  CLI::App* ex = lora->add_subcommand(
+      "export-peft",
+      "Write an adapter as a PEFT LoRA folder for the GPT-2 model of its base (adapter_config.json, "
+      "adapter_model.safetensors)");
+  ex->add_option("adapter", e->in, "Adapter file (targets qkv, o, fc_in, fc_out: GPT-2's modules)")->required();
+  ex->add_option("--out", e->out,
+                 "Folder to write (new, empty, or an earlier export; it is replaced as a whole, never half-written)")
+      ->required();
+  ex->add_option("--base-model", e->base_model,
+                 "base_model_name_or_path to record (the Hugging Face folder or name of the base); default: the one "
+                 "an imported adapter came with, else null");
+  ex->callback([e]() { run_export_peft(*e); });
+
+  auto im = std::make_shared<PeftArgs>();
+  CLI::App* imp = lora->add_subcommand("import-peft", "Make an adapter file of a PEFT LoRA folder for a GPT-2 base");
+  imp->add_option("folder", im->in, "Folder with adapter_config.json and adapter_model.safetensors")->required();
+  imp->add_option("--base", im->base, "The base checkpoint (ptl import-hf of the model the adapter was trained on)")
+      ->required();
+  imp->add_option("--out", im->out, "Adapter file to write")->required();
+  imp->callback([im]() { run_import_peft(*im); });
 
   auto b = std::make_shared<BenchArgs>();
   CLI::App* bench = lora->add_subcommand("bench", "Memory and step time of LoRA against full fine-tuning, per preset");

@@ -1,8 +1,6 @@
 // Hugging Face GPT-2 folders to and from the spec's model (hf_gpt2.h; docs/gpt2.md).
 #include "engine/hf_gpt2.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -76,57 +74,6 @@ void put_columns(float* w, int64_t in, int64_t out_total, int64_t col0, const fl
 
 const char* encoding_name(const StoredTensor& t) {
   return t.encoding == Encoding::f16 ? "F16" : t.encoding == Encoding::bf16 ? "BF16" : "F32";
-}
-
-// Writes `files` as the folder `dir` in one step (hf_gpt2.h, write_hf_gpt2).
-void write_folder(const std::string& dir_arg, const std::vector<std::pair<std::string, std::vector<uint8_t>>>& files) {
-  fs::path dir = fs::path(dir_arg).lexically_normal();
-  if (dir.filename().empty()) dir = dir.parent_path();  // "out/" -> "out"
-  const std::string where = "cannot write " + dir_arg;
-  std::error_code ec;
-  const auto st = fs::symlink_status(dir, ec);
-  const bool exists = fs::exists(st);
-  if (exists) {
-    check(fs::is_directory(st), where + ": it exists and is not a folder");
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
-      bool ours = false;
-      for (const char* f : kWrittenFiles) ours |= name == f;
-      check(ours && e.is_regular_file(ec),
-            where + ": it holds " + name + ", which export-hf does not write (choose a new or an empty folder)");
-    }
-    check(!ec, where + ": " + ec.message());
-  }
-  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
-  fs::create_directories(parent, ec);
-  check(!ec, where + ": " + ec.message());
-  const std::string pid = std::to_string(::getpid());
-  const fs::path tmp = dir.string() + ".tmp-" + pid, old = dir.string() + ".old-" + pid;
-  fs::remove_all(tmp, ec);
-  fs::create_directory(tmp, ec);
-  check(!ec, where + ": " + ec.message());
-  try {
-    for (const auto& [name, bytes] : files) write_file_atomic((tmp / name).string(), bytes);
-    if (exists) {
-      // The earlier export steps aside, the new one takes its name, then the earlier one goes.
-      fs::rename(dir, old);
-      try {
-        fs::rename(tmp, dir);
-      } catch (...) {
-        fs::rename(old, dir, ec);
-        throw;
-      }
-      fs::remove_all(old, ec);
-    } else {
-      fs::rename(tmp, dir);
-    }
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
-    fail(where + ": " + e.code().message());
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
 }
 
 }  // namespace
@@ -503,7 +450,7 @@ void write_hf_gpt2(const std::string& dir, const ModelConfig& mc, const SafeTens
     const std::string t = tokenizer->to_json();
     files.emplace_back("tokenizer.json", std::vector<uint8_t>(t.begin(), t.end()));
   }
-  write_folder(dir, files);
+  write_folder_atomic(dir, files, {std::begin(kWrittenFiles), std::end(kWrittenFiles)}, "export-hf");
 }
 
 }  // namespace ptl

@@ -12,7 +12,9 @@ namespace ptl {
 
 namespace {
 
-const std::vector<std::string> kTargets = {"q", "k", "v", "o", "fc_in", "fc_out"};
+// In canonical order. "qkv" is the fused adapter over q, k and v (GPT-2's c_attn).
+const std::vector<std::string> kTargets = {"q", "k", "v", "qkv", "o", "fc_in", "fc_out"};
+constexpr const char* kChoices = "q, k, v, o, fc_in, fc_out, qkv";
 
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t");
@@ -39,18 +41,29 @@ std::set<std::string> parse_lora_targets(const std::string& list) {
     item = trim(item);
     if (item.empty()) continue;
     if (item == "all") {
-      out.insert(kTargets.begin(), kTargets.end());
+      out.insert({"q", "k", "v", "o", "fc_in", "fc_out"});
     } else if (item == "attn") {
       out.insert({"q", "k", "v", "o"});
     } else if (item == "mlp") {
       out.insert({"fc_in", "fc_out"});
+    } else if (item == "c_attn" || item == "attn.c_attn") {  // GPT-2's module names (docs/gpt2.md)
+      out.insert("qkv");
+    } else if (item == "attn.c_proj") {
+      out.insert("o");
+    } else if (item == "c_fc" || item == "mlp.c_fc") {
+      out.insert("fc_in");
+    } else if (item == "mlp.c_proj") {
+      out.insert("fc_out");
+    } else if (item == "c_proj") {  // as PEFT reads it: both modules of that name
+      out.insert({"o", "fc_out"});
     } else {
       check(std::find(kTargets.begin(), kTargets.end(), item) != kTargets.end(),
-            "unknown LoRA target '" + item + "' (choose from q, k, v, o, fc_in, fc_out, or attn, mlp, all)");
+            "unknown LoRA target '" + item + "' (choose from " + kChoices +
+                ", or attn, mlp, all, or GPT-2's c_attn, attn.c_proj, c_fc, mlp.c_proj)");
       out.insert(item);
     }
   }
-  check(!out.empty(), "no LoRA targets given (choose from q, k, v, o, fc_in, fc_out)");
+  check(!out.empty(), std::string("no LoRA targets given (choose from ") + kChoices + ")");
   return out;
 }
 
@@ -66,10 +79,31 @@ void validate_lora(const LoraConfig& lora) {
   check(std::isfinite(lora.alpha) && lora.alpha != 0.0, "LoRA alpha must be a non-zero number");
   check(std::isfinite(lora.weight_decay) && lora.weight_decay >= 0.0, "LoRA weight decay must not be negative");
   dropout::check_rate(lora.dropout, "LoRA dropout");
-  check(!lora.targets.empty(), "no LoRA targets given (choose from q, k, v, o, fc_in, fc_out)");
+  check(!lora.targets.empty(), std::string("no LoRA targets given (choose from ") + kChoices + ")");
   for (const auto& t : lora.targets)
     check(std::find(kTargets.begin(), kTargets.end(), t) != kTargets.end(),
-          "unknown LoRA target '" + t + "' (choose from q, k, v, o, fc_in, fc_out)");
+          "unknown LoRA target '" + t + "' (choose from " + kChoices + ")");
+  for (const char* t : {"q", "k", "v"})
+    check(!lora.targets.count("qkv") || !lora.targets.count(t),
+          std::string("LoRA targets qkv and ") + t + " overlap: qkv adapts q, k and v together; choose one");
+}
+
+std::vector<LoraUpdate> lora_updates(const ModelConfig& mc, const LoraConfig& lora) {
+  std::vector<LoraUpdate> out;
+  for (int i = 0; i < mc.n_layers; ++i) {
+    const std::string pre = "blocks." + std::to_string(i) + ".";
+    for (const auto& t : kTargets) {
+      if (!lora.targets.count(t)) continue;
+      if (t == "qkv") {
+        for (const char* n : {"q", "k", "v"})
+          out.push_back({pre + "attn.qkv.lora_A", pre + "attn.qkv." + n + ".lora_B", pre + "attn." + n + "_proj"});
+        continue;
+      }
+      const std::string layer = t == "fc_in" || t == "fc_out" ? pre + "mlp." + t : pre + "attn." + t + "_proj";
+      out.push_back({layer + ".lora_A", layer + ".lora_B", layer});
+    }
+  }
+  return out;
 }
 
 nlohmann::json lora_to_json(const LoraConfig& lora) {

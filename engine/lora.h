@@ -18,16 +18,29 @@ namespace ptl {
 constexpr const char* kAdapterFormat = "tinygpt-lora";
 constexpr int kAdapterVersion = 1;
 
-// "q,v" or "q, k, fc_in" -> {"q", "v"}; "all" = every projection. Throws on an unknown name.
+// "q,v" or "q, k, fc_in" -> {"q", "v"}; "all" = every projection (q, k, v, o, fc_in, fc_out);
+// GPT-2's module names too: c_attn = qkv, attn.c_proj = o, c_fc = fc_in, mlp.c_proj = fc_out, and
+// c_proj both (as PEFT matches it). Throws on an unknown name.
 std::set<std::string> parse_lora_targets(const std::string& list);
 std::string lora_targets_string(const std::set<std::string>& targets);  // "q,v" (canonical order)
-// Throws naming the problem: rank < 1, alpha not finite, no targets, unknown target.
+// Throws naming the problem: rank < 1, alpha not finite, no targets, unknown target, qkv with
+// q, k or v.
 void validate_lora(const LoraConfig&);
 nlohmann::json lora_to_json(const LoraConfig&);
 LoraConfig lora_from_json(const nlohmann::json&);
 
 // The adapter tensors of a LoRA config on a model, in file order (a subset of parameter_list).
 std::vector<TensorInfo> adapter_tensors(const ModelConfig&, const LoraConfig&);
+
+// One adapted projection: its weight gains (alpha / r) B A. The fused target qkv is three of
+// these, one A shared, B's row blocks "blocks.{i}.attn.qkv.{q,k,v}.lora_B" on q_proj, k_proj and
+// v_proj.
+struct LoraUpdate {
+  std::string a, b;   // tensor names: A [r, in], B [out, r]
+  std::string layer;  // "blocks.0.attn.q_proj": its .weight [out, in] and .bias [out]
+};
+// Every adapted projection, by layer, in the order of the targets (q, k, v, qkv, o, fc_in, fc_out).
+std::vector<LoraUpdate> lora_updates(const ModelConfig&, const LoraConfig&);
 
 struct AdapterContents {
   ModelConfig base_model;   // the config of the base it was trained on

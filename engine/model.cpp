@@ -12,7 +12,7 @@ namespace ptl {
 
 namespace {
 
-const char* kProjections[] = {"q", "k", "v", "o", "fc_in", "fc_out"};
+const char* kProjections[] = {"q", "k", "v", "o", "fc_in", "fc_out", "qkv"};
 
 // Short LoRA target name ("q", "fc_in") of a projection's parameter prefix.
 std::string projection_of(const std::string& prefix) {
@@ -59,18 +59,27 @@ struct Builder {
     shape.back() = out_features;
     int y = act(prefix + ".out", shape);
     p.add_op(OpKind::linear, {x, param(prefix + ".weight"), bias ? param(prefix + ".bias") : kNoTensor}, {y});
-    const LoraConfig& lora = opt.lora;
-    if (!lora.enabled() || !lora.targets.count(projection_of(prefix))) return y;
-    auto h_shape = shape;
-    h_shape.back() = lora.rank;
+    if (!opt.lora.enabled() || !opt.lora.targets.count(projection_of(prefix))) return y;
+    return lora_add(y, lora_hidden(x, prefix), prefix + ".lora_B", prefix);
+  }
+
+  // h = dropout(x) A^T [.., r], the adapter's first product (the base path sees x undropped).
+  int lora_hidden(int x, const std::string& prefix) {
+    auto h_shape = p.tensor(x).shape;
+    h_shape.back() = opt.lora.rank;
     int h = act(prefix + ".lora_h", h_shape);
-    // The adapter sees a dropped x; the base path above the undropped one.
     const int xa = dropout(x, lora_drop, prefix + ".lora_drop");
     p.add_op(OpKind::linear, {xa, param(prefix + ".lora_A"), kNoTensor}, {h});
+    return h;
+  }
+
+  // y + (alpha / r) h B^T.
+  int lora_add(int y, int h, const std::string& b_name, const std::string& prefix) {
+    const auto& shape = p.tensor(y).shape;
     int z = act(prefix + ".lora_z", shape);
-    p.add_op(OpKind::linear, {h, param(prefix + ".lora_B"), kNoTensor}, {z});
+    p.add_op(OpKind::linear, {h, param(b_name), kNoTensor}, {z});
     int sum = act(prefix + ".lora_out", shape);
-    p.add_op(OpKind::add, {y, z}, {sum}, {{"alpha", lora.alpha / lora.rank}});
+    p.add_op(OpKind::add, {y, z}, {sum}, {{"alpha", opt.lora.alpha / opt.lora.rank}});
     return sum;
   }
 
@@ -94,6 +103,16 @@ struct Builder {
   int attention(int x, const std::string& pre, int layer) {
     const int64_t C = cfg.d_model;
     int q = linear(x, pre + "q_proj", C), k = linear(x, pre + "k_proj", C), v = linear(x, pre + "v_proj", C);
+    if (opt.lora.enabled() && opt.lora.targets.count("qkv")) {
+      // GPT-2's fused c_attn adapter: one A over the shared input, one B [3C, r] whose row blocks
+      // (stored as three tensors, q then k then v) update the three projections. Its product
+      // with h is the [.., 3C] update, split.
+      const std::string f = pre + "qkv";
+      const int h = lora_hidden(x, f);
+      q = lora_add(q, h, f + ".q.lora_B", f + ".q");
+      k = lora_add(k, h, f + ".k.lora_B", f + ".k");
+      v = lora_add(v, h, f + ".v.lora_B", f + ".v");
+    }
     const auto& shape = p.tensor(q).shape;  // [B, T, C]
     int y = act(pre + "y", shape);
     if (decode) {
@@ -172,7 +191,18 @@ std::vector<TensorInfo> parameter_list(const ModelConfig& cfg, const LoraConfig&
     const std::string pre = "blocks." + std::to_string(i) + ".";
     add(pre + "ln1.weight", {C});
     add(pre + "ln1.bias", {C});
-    for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) linear(pre + "attn." + proj, C, C);
+    for (const char* proj : {"q_proj", "k_proj", "v_proj"}) linear(pre + "attn." + proj, C, C);
+    if (lora.enabled() && lora.targets.count("qkv")) {
+      // One adapter over q, k and v together (GPT-2's c_attn [C, 3C]): A [r, C], and B [3C, r]
+      // as its three row blocks, q's, k's, v's [C, r] (model.cpp's Builder::attention).
+      const std::string f = pre + "attn.qkv";
+      check(lora.rank <= C, "LoRA rank " + std::to_string(lora.rank) + " is larger than the layer " + f + " [" +
+                                std::to_string(3 * C) + ", " + std::to_string(C) + "]");
+      list.push_back({f + ".lora_A", TensorKind::parameter, DType::f32, {lora.rank, C}, true});
+      for (const char* n : {".q", ".k", ".v"})
+        list.push_back({f + n + ".lora_B", TensorKind::parameter, DType::f32, {C, lora.rank}, true});
+    }
+    linear(pre + "attn.o_proj", C, C);
     add(pre + "ln2.weight", {C});
     add(pre + "ln2.bias", {C});
     linear(pre + "mlp.fc_in", F, C);
@@ -183,7 +213,7 @@ std::vector<TensorInfo> parameter_list(const ModelConfig& cfg, const LoraConfig&
   for (const auto& t : lora.targets) {
     bool known = false;
     for (const char* p : kProjections) known |= (t == p);
-    check(known, "unknown LoRA target '" + t + "' (choose from q, k, v, o, fc_in, fc_out)");
+    check(known, "unknown LoRA target '" + t + "' (choose from q, k, v, o, fc_in, fc_out, qkv)");
   }
   return list;
 }

@@ -15,7 +15,9 @@ namespace ptl {
 struct LoraConfig {
   int rank = 0;  // 0 = no adapters
   double alpha = 8.0;
-  std::set<std::string> targets = {"q", "v"};  // any of q, k, v, o, fc_in, fc_out
+  // Any of q, k, v, o, fc_in, fc_out, or qkv: one adapter over q, k and v together (GPT-2's
+  // fused c_attn, as PEFT adapts it), never with q, k or v.
+  std::set<std::string> targets = {"q", "v"};
   double weight_decay = 0.0;
   // Dropout on the adapter's input (as PEFT): (alpha / r) B (A dropout(x)), training only.
   double dropout = 0.0;

@@ -439,4 +439,56 @@ void write_file_atomic(const std::string& path, const std::vector<uint8_t>& byte
 #endif
 }
 
+void write_folder_atomic(const std::string& dir_arg,
+                         const std::vector<std::pair<std::string, std::vector<uint8_t>>>& files,
+                         const std::vector<std::string>& ours, const std::string& writer) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(dir_arg).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "out/" -> "out"
+  const std::string where = "cannot write " + dir_arg;
+  std::error_code ec;
+  const auto st = fs::symlink_status(dir, ec);
+  const bool exists = fs::exists(st);
+  if (exists) {
+    check(fs::is_directory(st), where + ": it exists and is not a folder");
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      const bool known = std::find(ours.begin(), ours.end(), name) != ours.end();
+      check(known && e.is_regular_file(ec),
+            where + ": it holds " + name + ", which " + writer + " does not write (choose a new or an empty folder)");
+    }
+    check(!ec, where + ": " + ec.message());
+  }
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  fs::create_directories(parent, ec);
+  check(!ec, where + ": " + ec.message());
+  const std::string pid = std::to_string(::getpid());
+  const fs::path tmp = dir.string() + ".tmp-" + pid, old = dir.string() + ".old-" + pid;
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  check(!ec, where + ": " + ec.message());
+  try {
+    for (const auto& [name, bytes] : files) write_file_atomic((tmp / name).string(), bytes);
+    if (exists) {
+      // The earlier export steps aside, the new one takes its name, then the earlier one goes.
+      fs::rename(dir, old);
+      try {
+        fs::rename(tmp, dir);
+      } catch (...) {
+        fs::rename(old, dir, ec);
+        throw;
+      }
+      fs::remove_all(old, ec);
+    } else {
+      fs::rename(tmp, dir);
+    }
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    fail(where + ": " + e.code().message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
 }  // namespace ptl

@@ -98,13 +98,11 @@ void Trainer::merge_lora() {
   check(lora_.enabled(), "no LoRA adapters to merge");
   const double scale = lora_.alpha / lora_.rank;
   const int64_t r = lora_.rank;
-  for (const auto& t : adapter_tensors(model_, lora_)) {
-    if (!t.name.ends_with(".lora_A")) continue;
-    const std::string prefix = t.name.substr(0, t.name.size() - 7);
-    const float* A = store_.find(prefix + ".lora_A");  // [r, in]
-    const float* B = store_.find(prefix + ".lora_B");  // [out, r]
-    float* W = store_.find(prefix + ".weight");        // [out, in]
-    const int64_t in = t.shape[1], out = store_.numel(prefix + ".bias");
+  for (const auto& u : lora_updates(model_, lora_)) {
+    const float* A = store_.find(u.a);            // [r, in]
+    const float* B = store_.find(u.b);            // [out, r]
+    float* W = store_.find(u.layer + ".weight");  // [out, in]
+    const int64_t out = store_.numel(u.layer + ".bias"), in = store_.numel(u.layer + ".weight") / out;
     for (int64_t o = 0; o < out; ++o)
       for (int64_t i = 0; i < in; ++i) {
         double s = 0;

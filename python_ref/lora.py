@@ -10,6 +10,12 @@ Kaiming-uniform (a = sqrt 5, as nn.Linear's weight) and B [out, r] zero, so step
     load_adapter(model, "adapter.tinygpt-lora")                 # or train model.lora_parameters()
     merge_lora(model)                                           # W += (alpha / r) B A, plain Linear again
 
+The target "qkv" is GPT-2's fused c_attn adapter, as PEFT builds it: one A [r, d] over the
+attention's input and one B [3d, r] whose (alpha / r) (x A^T) B^T is the update of q, k and v
+side by side (`QKVLoRA`, `blocks.0.attn.qkv.lora_A`, `.lora_B`). The engine keeps B as its three
+row blocks (`blocks.0.attn.qkv.q.lora_B`, `.k.`, `.v.`): adapter files hold those
+(`split_qkv`, `fuse_qkv`).
+
 Adapter files are safetensors with only the lora_A / lora_B tensors and metadata (format
 "tinygpt-lora", base_sha256, model_config, lora_config, ...): docs/post-training.md.
 """
@@ -27,7 +33,7 @@ from .dropout import drop
 
 ADAPTER_FORMAT = "tinygpt-lora"
 ADAPTER_VERSION = "1"
-TARGETS = ("q", "k", "v", "o", "fc_in", "fc_out")
+TARGETS = ("q", "k", "v", "qkv", "o", "fc_in", "fc_out")
 _MODULES = {
     "q": "attn.q_proj",
     "k": "attn.k_proj",
@@ -66,6 +72,54 @@ class LoRALinear(nn.Linear):
         return self.scale * (self.lora_B @ self.lora_A)
 
 
+class QKVLoRA(nn.Module):
+    """GPT-2's fused c_attn adapter: (alpha / r) (x A^T) B^T, A [r, d], B [3d, r], the [.., 3d]
+    update of q, k and v concatenated (the attention adds its three slices)."""
+
+    def __init__(self, d, rank, alpha, dropout=0.0, name="", ctx=None):
+        super().__init__()
+        if rank < 1 or rank > d:
+            raise ValueError(f"LoRA rank {rank} does not fit a layer [{3 * d}, {d}]")
+        self.d, self.rank, self.alpha = d, rank, float(alpha)
+        self.lora_dropout, self.drop_name, self.drop_ctx = dropout, name + ".lora_drop", ctx
+        self.lora_A = nn.Parameter(torch.empty(rank, d))
+        self.lora_B = nn.Parameter(torch.zeros(3 * d, rank))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+
+    @property
+    def scale(self):
+        return self.alpha / self.rank
+
+    def forward(self, x):
+        xa = drop(x, self.lora_dropout, self.drop_name, self.drop_ctx, self.training)
+        return self.scale * F.linear(F.linear(xa, self.lora_A), self.lora_B)
+
+    def delta_weight(self):
+        return self.scale * (self.lora_B @ self.lora_A)  # [3d, d]: q's rows, k's, v's
+
+
+def split_qkv(state):
+    """The engine's names: each fused "...attn.qkv.lora_B" [3d, r] as its q, k, v row blocks."""
+    out = {}
+    for n, t in state.items():
+        if n.endswith(".attn.qkv.lora_B"):
+            for part, block in zip("qkv", t.chunk(3, dim=0)):
+                out[n[: -len("lora_B")] + part + ".lora_B"] = block.contiguous()
+        else:
+            out[n] = t
+    return out
+
+
+def fuse_qkv(state):
+    """The reverse of split_qkv: the engine's three row blocks as one "...attn.qkv.lora_B"."""
+    out = {n: t for n, t in state.items() if not any(n.endswith(f".attn.qkv.{p}.lora_B") for p in "qkv")}
+    for n in state:
+        if n.endswith(".attn.qkv.q.lora_B"):
+            pre = n[: -len("q.lora_B")]
+            out[pre + "lora_B"] = torch.cat([state[pre + p + ".lora_B"] for p in "qkv"], dim=0)
+    return out
+
+
 def _parent_and_name(model, path):
     *parents, name = path.split(".")
     m = model
@@ -83,11 +137,17 @@ def apply_lora(model, rank=4, alpha=8.0, targets=("q", "v"), dropout=0.0):
     unknown = set(targets) - set(TARGETS)
     if unknown:
         raise ValueError(f"unknown LoRA targets {sorted(unknown)} (choose from {', '.join(TARGETS)})")
+    if "qkv" in targets and set(targets) & {"q", "k", "v"}:
+        raise ValueError("LoRA target qkv adapts q, k and v together: not with q, k or v")
     for p in model.parameters():
         p.requires_grad_(False)
     for i, block in enumerate(model.blocks):
         for t in TARGETS:  # the engine's order
             if t not in targets:
+                continue
+            if t == "qkv":
+                prefix = f"blocks.{i}.attn.qkv"
+                block.attn.qkv = QKVLoRA(model.config.d_model, rank, alpha, dropout, prefix, model.drop_ctx)
                 continue
             parent, name = _parent_and_name(block, _MODULES[t])
             prefix = f"blocks.{i}.{_MODULES[t]}"
@@ -106,15 +166,26 @@ def lora_parameters(model):
 
 
 def lora_state_dict(model):
-    return {
-        n: p.detach().clone() for n, p in model.named_parameters() if n.endswith(".lora_A") or n.endswith(".lora_B")
-    }
+    """The adapter tensors under the engine's names (the fused qkv B split: split_qkv)."""
+    return split_qkv(
+        {n: p.detach().clone() for n, p in model.named_parameters() if n.endswith(".lora_A") or n.endswith(".lora_B")}
+    )
 
 
 def merge_lora(model):
     """Fold every adapter into its base weight and turn the layers back into plain nn.Linear."""
     for block in model.blocks:
+        fused = block.attn._modules.get("qkv")
+        if fused is not None:
+            with torch.no_grad():
+                for proj, delta in zip(
+                    (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj), fused.delta_weight().chunk(3, dim=0)
+                ):
+                    proj.weight += delta
+            del block.attn.qkv
         for t in TARGETS:
+            if t == "qkv":
+                continue
             parent, name = _parent_and_name(block, _MODULES[t])
             layer = getattr(parent, name)
             if isinstance(layer, LoRALinear):
@@ -145,7 +216,7 @@ def load_adapter(model, path, base_path=None):
         raise ValueError(f"{path}: the adapter was trained on a different base checkpoint")
     lc = json.loads(meta["lora_config"])
     apply_lora(model, lc["rank"], lc["alpha"], lc["targets"], lc.get("dropout", 0.0))
-    missing = model.load_state_dict(state, strict=False)
+    missing = model.load_state_dict(fuse_qkv(state), strict=False)
     if missing.unexpected_keys:
         raise ValueError(f"{path}: unexpected tensors {missing.unexpected_keys}")
     absent = [k for k in missing.missing_keys if k.endswith(".lora_A") or k.endswith(".lora_B")]

@@ -92,9 +92,14 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         hs = C // self.n_heads
         # [B, T, C] -> [B, heads, T, hs]
-        q = self.q_proj(x).view(B, T, self.n_heads, hs).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.n_heads, hs).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, self.n_heads, hs).transpose(1, 2)
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        fused = self._modules.get("qkv")  # GPT-2's c_attn LoRA adapter (python_ref/lora.py), when applied
+        if fused is not None:
+            dq, dk, dv = fused(x).split(C, dim=-1)
+            q, k, v = q + dq, k + dk, v + dv
+        q = q.view(B, T, self.n_heads, hs).transpose(1, 2)
+        k = k.view(B, T, self.n_heads, hs).transpose(1, 2)
+        v = v.view(B, T, self.n_heads, hs).transpose(1, 2)
         # Explicit attention in fp32: softmax(q k^T / sqrt(hs)) with the causal mask, then @ v.
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # key j <= query i

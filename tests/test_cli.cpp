@@ -356,7 +356,8 @@ TEST(Cli, MistypedCommandsAndRepeatedOptions) {
   test::TempDir d;
   write(d.file("t.txt"), test::synthetic_text(5000));
   expect_error(ptl_cli("trian --steps 3", d), "unknown command 'trian' (ptl has: train, sample");
-  expect_error(ptl_cli("lora trian", d), "unknown command 'trian' (ptl lora has: train, merge, info, bench)");
+  expect_error(ptl_cli("lora trian", d),
+               "unknown command 'trian' (ptl lora has: train, merge, info, export-peft, import-peft, bench)");
   expect_error(ptl_cli("exprot --help", d), "unknown command 'exprot'");
   ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 5 --steps 3 --out run", d).code, 0);
   EXPECT_EQ(losses(d.file("run/metrics.jsonl")).size(), 3u);

@@ -181,7 +181,10 @@ export interface GenerateResult {
 
 export type ProgramName = 'train' | 'eval' | 'forward' | 'generate' | 'window' | 'inspect';
 
-/** LoRA adapters: rank r, scale alpha / r, on any of q, k, v, o, fc_in, fc_out. */
+/**
+ * LoRA adapters: rank r, scale alpha / r, on any of q, k, v, o, fc_in, fc_out, or qkv (one
+ * adapter over q, k and v together: GPT-2's c_attn).
+ */
 export interface LoraOptions {
   rank: number;
   alpha: number;
