@@ -296,6 +296,40 @@ test('reload mid-run: the autosaved run comes back from OPFS and resumes where i
   }
 });
 
+test('a diverged run: the status names the step and the last good autosave; nothing saves the model; a reload brings the autosave back', async () => {
+  const s = await openSite();
+  const { page } = s;
+  try {
+    await waitReady(page);
+    await train(page, { steps: 10, backend: 'wasm-threads', evalEvery: 10, sampleEvery: 0, autosaveEvery: 10 });
+    assert.equal(await page.evaluate(() => document.body.dataset.autosaved), '10');
+    // A learning rate of 1e30 blows the weights up on the first update: step 12's loss is NaN.
+    await page.fill('#steps', '20');
+    await page.fill('#lr', '1e30');
+    await page.selectOption('#schedule', 'constant');
+    await page.click('#resume');
+    await page.waitForFunction(() => /diverged/.test(document.getElementById('status').textContent));
+    assert.match(
+      await page.textContent('#status'),
+      /^Training stopped: training diverged at step 12: loss is NaN \(try a lower learning rate\); the last good autosave is step 10: reload the page to continue from it/,
+    );
+    assert.equal(await page.getAttribute('#status', 'class'), 'status error');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready');
+    // The poisoned model is not downloaded.
+    await page.click('#download');
+    await page.waitForFunction(() => /not exported/.test(document.getElementById('status').textContent));
+    assert.match(await page.textContent('#status'), /^Download: not exported: training diverged at step 12/);
+    await shootBoth(page, 'playground-diverged');
+    // The autosave is still step 10's, finite: the reload restores it.
+    await page.reload();
+    await waitReady(page);
+    assert.equal(Number(await page.evaluate(() => document.body.dataset.restored)), 10);
+    assert.ok((await losses(page)).every(Number.isFinite), 'the restored curve is finite');
+  } finally {
+    await s.close();
+  }
+});
+
 test('without cross-origin isolation: single-thread WebAssembly, and the page says why', async () => {
   const s = await openSite({ isolated: false });
   const { page } = s;

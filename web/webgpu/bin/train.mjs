@@ -499,8 +499,12 @@ async function main() {
       savedStep !== null
         ? `the last good checkpoint is ${savedStep === first && resume ? resume : ckptPath} (step ${savedStep})`
         : 'no checkpoint was written';
-    const msg = e instanceof Error ? e.message : String(e);
-    throw new Error(`${msg}${/diverged/.test(msg) ? ' (try a lower --lr)' : ''}; ${where}`, { cause: e });
+    // The engine's divergence message suggests a lower learning rate; here that is --lr.
+    const msg = (e instanceof Error ? e.message : String(e)).replace(
+      '(try a lower learning rate)',
+      '(try a lower --lr)',
+    );
+    throw new Error(`${msg}; ${where}`, { cause: e });
   }
   const wallS = (performance.now() - t0) / 1000;
   for (const m of held.values()) writeLine(m);

@@ -92,3 +92,38 @@ test('train.mjs: Tiny on WebGPU matches ptl train; its checkpoint evaluates in p
   );
   assert.ok('val_loss' in resumed.at(-1), 'a validation at the resumed run’s last step');
 });
+
+test('train.mjs: a diverged step stops the run, names the step and the last good checkpoint, and writes nothing', () => {
+  const d = join(OUT, 'train-cli-diverge');
+  rmSync(d, { recursive: true, force: true });
+  const data = findCorpus();
+  trainCli([
+    ...shape,
+    '--steps',
+    '10',
+    '--eval-every',
+    '5',
+    '--sample-every',
+    '0',
+    '--data',
+    data,
+    '--threads',
+    '1',
+    '--out',
+    d,
+  ]);
+  const ckpt = join(d, 'model.tinygpt');
+  const good = readFileSync(ckpt);
+  // A learning rate of 1e30 blows the weights up on the first update: the next step's loss is NaN.
+  const args = ['--resume', ckpt, '--steps', '20', '--lr', '1e30', '--schedule', 'constant', '--threads', '1'];
+  const r = spawnSync(process.execPath, [join(PKG, 'bin', 'train.mjs'), ...args, '--final-eval', '0'], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 26,
+  });
+  assert.notEqual(r.status, 0, `a diverged run exited 0:\n${r.stderr}`);
+  assert.match(r.stderr, /training diverged at step 12: loss is NaN \(try a lower --lr\)/);
+  assert.match(r.stderr, /the last good checkpoint is .*model\.tinygpt \(step 10\)/);
+  assert.ok(readFileSync(ckpt).equals(good), 'the checkpoint was overwritten');
+  const steps = readMetrics(d).map((m) => m.step);
+  assert.equal(steps.at(-1), 11, `metrics.jsonl ends at step ${steps.at(-1)}: the diverged step is not logged`);
+});

@@ -732,7 +732,13 @@ async function inspect(): Promise<void> {
 // Files
 
 async function download(): Promise<void> {
-  const bytes = await session.call('exportCheckpoint', { optimizer: true });
+  let bytes: Uint8Array;
+  try {
+    bytes = await session.call('exportCheckpoint', { optimizer: true });
+  } catch (e) {
+    status(`Download: ${e instanceof Error ? e.message : String(e)}`, 'error');
+    return;
+  }
   saveFile(bytes, `${model?.info ? `ptl-step${model.info.step}` : 'model'}.tinygpt`);
   keptStep = model?.info.step ?? null;
 }

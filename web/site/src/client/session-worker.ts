@@ -57,6 +57,21 @@ interface GpuState {
 }
 let gpu: GpuState | null = null;
 let abort: AbortController | null = null;
+// The step of the last autosave of the run in memory (null: none yet), and why the model in
+// memory is not a good state when training diverged: nothing saves or exports it then, so the
+// autosave in OPFS stays the last good checkpoint.
+let savedStep: number | null = null;
+let diverged: string | null = null;
+
+function refuseDiverged(what: string): void {
+  if (diverged) throw new EngineError(`${what}: ${diverged}`, 'worker');
+}
+
+function lastGood(): string {
+  return savedStep !== null
+    ? `the last good autosave is step ${savedStep}: reload the page to continue from it`
+    : 'this run has no autosave: start a new run';
+}
 
 const needEngine = (): Engine => {
   if (!engine) throw new EngineError('no model yet: create one or open a checkpoint', 'worker');
@@ -75,6 +90,7 @@ async function summary(): Promise<ModelSummary> {
 
 function replaceEngine(next: Engine): void {
   dropGpu();
+  diverged = null;
   engine?.dispose();
   engine = next;
 }
@@ -313,6 +329,7 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
 
 /** Autosave to the origin-private file system: checkpoint with moments, run state, corpus. */
 async function save(): Promise<number> {
+  refuseDiverged('not saved');
   await syncFromGpu();
   const ckpt = await needEngine().exportCheckpoint({ optimizer: true });
   if (!corpusSaved && corpus) {
@@ -327,6 +344,7 @@ async function save(): Promise<number> {
     'autosave.json',
     new TextEncoder().encode(JSON.stringify({ variant: module?.build.variant, state })),
   );
+  savedStep = (await needEngine().info()).step;
   return ckpt.byteLength;
 }
 
@@ -369,6 +387,7 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
       needModule(),
     );
     replaceEngine(next);
+    savedStep = null;
     if (corpus) await next.setCorpus(corpus.bytes);
     state = {
       settings: { ...s },
@@ -385,6 +404,7 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     // Validate by loading into a fresh engine: a bad file leaves the current model untouched.
     const next = await Engine.fromCheckpoint(p.bytes, needModule(), p.name);
     replaceEngine(next);
+    savedStep = null;
     if (corpus) await next.setCorpus(corpus.bytes);
     const info = await next.info();
     state = {
@@ -427,7 +447,20 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     }
     return engine ? summary() : null;
   },
-  train: (p, { id, signal }) => train(id, p.settings, signal),
+  train: async (p, { id, signal }) => {
+    refuseDiverged('cannot train further');
+    try {
+      return await train(id, p.settings, signal);
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      if (!/^training diverged at step/.test(msg)) throw err;
+      // The weights in memory (and on the GPU) took the step that diverged: drop them from the
+      // GPU and refuse every save and export, so that the autosave stays the last good state.
+      dropGpu();
+      diverged = `${msg}; ${lastGood()}`; // the engine's message suggests a lower learning rate
+      throw new EngineError(diverged, 'worker');
+    }
+  },
   generate: async (p, { id, signal }) => {
     if (backend === 'webgpu') return generateOnGpu(id, p, signal);
     await syncFromGpu();
@@ -469,6 +502,7 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     return inspect(p.prompt);
   },
   exportCheckpoint: async (p) => {
+    refuseDiverged('not exported');
     await syncFromGpu();
     return needEngine().exportCheckpoint({ optimizer: p.optimizer });
   },
@@ -488,6 +522,7 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     state = st;
     // The checkpoint may be newer or older than the last metrics we wrote: keep what it holds.
     const step = (await next.info()).step;
+    savedStep = step;
     st.steps = st.steps.filter((m) => m.step <= step);
     st.evals = st.evals.filter((m) => m.step <= step);
     st.samples = st.samples.filter((m) => m.step <= step);
@@ -565,6 +600,7 @@ let ft: {
 } | null = null;
 
 async function currentWeights(): Promise<Uint8Array> {
+  refuseDiverged('cannot fine-tune this model');
   await syncFromGpu();
   return needEngine().exportCheckpoint({ optimizer: false });
 }
