@@ -1226,6 +1226,23 @@ export class Executor {
   constructor(backend: WebGPUBackend, program: ProgramJSON) {
     this.backend = backend;
     this.program = program;
+    // Every tensor against the device's buffer limits before the first buffer is created: a
+    // program that cannot run allocates nothing.
+    const lim = backend.device.limits;
+    const cap = Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+    const over = program.tensors.filter((t) => numel(t.shape) * 4 > cap);
+    if (over.length) {
+      const big = over.reduce((a, b) => (numel(b.shape) > numel(a.shape) ? b : a));
+      throw new WebGPUError(
+        `program '${program.name}' does not fit this WebGPU device: tensor '${big.name}' needs ` +
+          `${numel(big.shape) * 4} bytes, more than this device can bind (maxStorageBufferBindingSize ` +
+          `${lim.maxStorageBufferBindingSize}, maxBufferSize ${lim.maxBufferSize})` +
+          (over.length > 1
+            ? `, and ${over.length - 1} more tensor${over.length > 2 ? 's are' : ' is'} too large`
+            : '') +
+          `; a smaller batch, context or model fits`,
+      );
+    }
     this.tensors = program.tensors.map((t) => {
       if (isPersistent(t)) return backend.persistent(t);
       const g = backend.createBuffer(t, t.name);

@@ -137,13 +137,32 @@ test('bad programs and inputs give clear errors', async () => {
   kex.destroy();
 });
 
-test('a tensor larger than maxStorageBufferBindingSize is refused with the limit named', async () => {
+test('a program with tensors larger than the device can bind is refused before any buffer, naming the largest and the limit', async () => {
   const { backend: be, device } = await backend();
-  const n = Math.floor(device.limits.maxStorageBufferBindingSize / 4) + 16;
-  await assert.rejects(
-    be.load(program([tensor('huge', [n]), tensor('y', [n])], [{ op: 'gelu', inputs: [0], outputs: [1], attrs: {} }])),
-    /tensor 'huge' needs \d+ bytes, more than this device can bind \(maxStorageBufferBindingSize/,
-  );
+  const n = Math.floor(Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize) / 4) + 16;
+  const made = [];
+  const create = device.createBuffer.bind(device);
+  device.createBuffer = (d) => (made.push(d.label), create(d));
+  try {
+    await assert.rejects(
+      be.load(
+        program(
+          [tensor('small', [8]), tensor('huge', [n + 8]), tensor('y', [n])],
+          [
+            { op: 'gelu', inputs: [0], outputs: [0], attrs: {} },
+            { op: 'gelu', inputs: [1], outputs: [2], attrs: {} },
+          ],
+        ),
+      ),
+      new RegExp(
+        `program 'test' does not fit this WebGPU device: tensor 'huge' needs ${(n + 8) * 4} bytes, more than this ` +
+          'device can bind \\(maxStorageBufferBindingSize \\d+, maxBufferSize \\d+\\), and 1 more tensor is too large',
+      ),
+    );
+  } finally {
+    device.createBuffer = create;
+  }
+  assert.deepEqual(made, [], 'no buffer was created');
 });
 
 test('a WGSL compile error names the kernel file and the line', async () => {
