@@ -44,58 +44,59 @@ _MODULES = {
 }
 
 
-class LoRALinear(nn.Linear):
-    """nn.Linear plus a low-rank update: x W^T + b + (alpha / r) (x A^T) B^T."""
+class _Factors:
+    """The low-rank factors of an adapter, A [r, in] and B [out, r] (B starts at zero), and its
+    update (alpha / r) (x A^T) B^T, with dropout on the adapter's input only (as PEFT): stream
+    "<name>.lora_drop"."""
 
-    def __init__(self, base: nn.Linear, rank: int, alpha: float, dropout=0.0, name="", ctx=None):
-        super().__init__(base.in_features, base.out_features, bias=base.bias is not None)
-        if rank < 1 or rank > min(base.in_features, base.out_features):
-            raise ValueError(f"LoRA rank {rank} does not fit a layer [{base.out_features}, {base.in_features}]")
-        self.weight = base.weight  # the same Parameter objects: the base stays shared
-        self.bias = base.bias
+    def _add_factors(self, in_features, out_features, rank, alpha, dropout, name, ctx):
         self.rank, self.alpha = rank, float(alpha)
-        # Dropout on the adapter's input only (as PEFT): stream "<name>.lora_drop".
         self.lora_dropout, self.drop_name, self.drop_ctx = dropout, name + ".lora_drop", ctx
-        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank))
+        self.lora_A = nn.Parameter(torch.empty(rank, in_features))
+        self.lora_B = nn.Parameter(torch.zeros(out_features, rank))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
 
     @property
     def scale(self):
         return self.alpha / self.rank
 
-    def forward(self, x):
+    def low_rank(self, x):
         xa = drop(x, self.lora_dropout, self.drop_name, self.drop_ctx, self.training)
-        return F.linear(x, self.weight, self.bias) + self.scale * F.linear(F.linear(xa, self.lora_A), self.lora_B)
+        return self.scale * F.linear(F.linear(xa, self.lora_A), self.lora_B)
 
     def delta_weight(self):
         return self.scale * (self.lora_B @ self.lora_A)
 
 
-class QKVLoRA(nn.Module):
-    """GPT-2's fused c_attn adapter: (alpha / r) (x A^T) B^T, A [r, d], B [3d, r], the [.., 3d]
-    update of q, k and v concatenated (the attention adds its three slices)."""
+class LoRALinear(_Factors, nn.Linear):
+    """nn.Linear plus a low-rank update: x W^T + b + (alpha / r) (x A^T) B^T."""
 
-    def __init__(self, d, rank, alpha, dropout=0.0, name="", ctx=None):
-        super().__init__()
-        if rank < 1 or rank > d:
-            raise ValueError(f"LoRA rank {rank} does not fit a layer [{3 * d}, {d}]")
-        self.d, self.rank, self.alpha = d, rank, float(alpha)
-        self.lora_dropout, self.drop_name, self.drop_ctx = dropout, name + ".lora_drop", ctx
-        self.lora_A = nn.Parameter(torch.empty(rank, d))
-        self.lora_B = nn.Parameter(torch.zeros(3 * d, rank))
-        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
-
-    @property
-    def scale(self):
-        return self.alpha / self.rank
+    def __init__(self, base: nn.Linear, rank: int, alpha: float, dropout=0.0, name="", ctx=None):
+        nn.Linear.__init__(self, base.in_features, base.out_features, bias=base.bias is not None)
+        if rank < 1 or rank > min(base.in_features, base.out_features):
+            raise ValueError(f"LoRA rank {rank} does not fit a layer [{base.out_features}, {base.in_features}]")
+        self.weight = base.weight  # the same Parameter objects: the base stays shared
+        self.bias = base.bias
+        self._add_factors(base.in_features, base.out_features, rank, alpha, dropout, name, ctx)
 
     def forward(self, x):
-        xa = drop(x, self.lora_dropout, self.drop_name, self.drop_ctx, self.training)
-        return self.scale * F.linear(F.linear(xa, self.lora_A), self.lora_B)
+        return F.linear(x, self.weight, self.bias) + self.low_rank(x)
 
-    def delta_weight(self):
-        return self.scale * (self.lora_B @ self.lora_A)  # [3d, d]: q's rows, k's, v's
+
+class QKVLoRA(_Factors, nn.Module):
+    """GPT-2's fused c_attn adapter: (alpha / r) (x A^T) B^T, A [r, d], B [3d, r], the [.., 3d]
+    update of q, k and v concatenated (the attention adds its three slices); delta_weight() is
+    [3d, d]: q's rows, k's, v's."""
+
+    def __init__(self, d, rank, alpha, dropout=0.0, name="", ctx=None):
+        nn.Module.__init__(self)
+        if rank < 1 or rank > d:
+            raise ValueError(f"LoRA rank {rank} does not fit a layer [{3 * d}, {d}]")
+        self.d = d
+        self._add_factors(d, 3 * d, rank, alpha, dropout, name, ctx)
+
+    def forward(self, x):
+        return self.low_rank(x)
 
 
 def split_qkv(state):

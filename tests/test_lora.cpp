@@ -7,6 +7,7 @@
 
 #include "engine/error.h"
 #include "engine/trainer.h"
+#include "finite_differences.h"
 #include "test_util.h"
 
 using namespace ptl;
@@ -108,28 +109,7 @@ TEST(Lora, GradientsMatchFiniteDifferences) {
   randomise_b(*tr, 9, 0.05f);
   const Batch b = random_batch(4, 32, 11);  // the checkpoint's batch: the training program's shape
   compute_gradients(*tr, b);
-  int checked = 0;
-  for (const auto& t : adapter_tensors(tr->model_config(), tr->lora_config())) {
-    const float* g = tr->gradient(t.name);
-    float* p = tr->store().find(t.name);
-    std::vector<int64_t> idx(t.numel());
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(),
-                      [&](int64_t a, int64_t c) { return std::abs(g[a]) > std::abs(g[c]); });
-    for (int k = 0; k < 2; ++k) {
-      const int64_t i = idx[k];
-      const float saved = p[i];
-      const double h = 1e-2;
-      p[i] = saved + float(h);
-      const double lp = tr->batch_loss(b);
-      p[i] = saved - float(h);
-      const double lm = tr->batch_loss(b);
-      p[i] = saved;
-      const double numeric = (lp - lm) / (2 * h);
-      EXPECT_NEAR(g[i], numeric, 0.05 * std::abs(numeric) + 1e-3) << t.name << "[" << i << "]";
-      ++checked;
-    }
-  }
+  const int checked = expect_adapter_gradients_match(*tr, b);
   EXPECT_EQ(checked, 2 * 2 * 6 * 2);  // 2 layers x 6 projections x (A, B) x 2 entries
 }
 

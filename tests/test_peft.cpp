@@ -4,12 +4,12 @@
 
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "engine/error.h"
 #include "engine/hf_gpt2.h"
 #include "engine/peft.h"
 #include "engine/trainer.h"
+#include "finite_differences.h"
 #include "test_util.h"
 
 using namespace ptl;
@@ -134,28 +134,7 @@ TEST(LoraQkv, GradientsMatchFiniteDifferences) {
   ex.f32("optim.hparams")[0] = 0.0f;  // lr 0: the weights stay
   ex.f32("optim.hparams")[1] = 1.0f;
   ex.run();
-  int checked = 0;
-  for (const auto& t : adapter_tensors(tr->model_config(), tr->lora_config())) {
-    const float* g = tr->gradient(t.name);
-    float* p = tr->store().find(t.name);
-    std::vector<int64_t> idx(size_t(t.numel()));
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + 2, idx.end(),
-                      [&](int64_t a, int64_t c) { return std::abs(g[a]) > std::abs(g[c]); });
-    for (int k = 0; k < 2; ++k) {
-      const int64_t i = idx[size_t(k)];
-      const float saved = p[i];
-      const double h = 1e-2;
-      p[i] = saved + float(h);
-      const double lp = tr->batch_loss(b);
-      p[i] = saved - float(h);
-      const double lm = tr->batch_loss(b);
-      p[i] = saved;
-      const double numeric = (lp - lm) / (2 * h);
-      EXPECT_NEAR(g[i], numeric, 0.05 * std::abs(numeric) + 1e-3) << t.name << "[" << i << "]";
-      ++checked;
-    }
-  }
+  const int checked = expect_adapter_gradients_match(*tr, b);
   EXPECT_EQ(checked, 2 * (4 + 2 + 2 + 2) * 2);  // 2 layers x (A, 3 B blocks; o, fc_in, fc_out A, B) x 2
 }
 

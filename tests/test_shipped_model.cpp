@@ -45,7 +45,7 @@ TEST(ShippedModel, ValidationLossOnTheSpecsSplitIsTheModelCards) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["loss"].get<double>(), 1.450151, 1e-5);
-  EXPECT_LT(j["loss"].get<double>(), 1.4697);  // nanoGPT's shakespeare_char
+  EXPECT_LT(j["loss"].get<double>(), 1.4697);     // nanoGPT's shakespeare_char
   EXPECT_EQ(j["tokens"].get<int64_t>(), 111538);  // the last 10% of TinyShakespeare (111,539 bytes) less its first
 }
 
