@@ -12,7 +12,7 @@ namespace {
 
 struct InfoArgs {
   std::string checkpoint, preset;
-  int batch = 0;
+  int batch = 0, vocab = 0;
   bool json = false, defaults = false;
 };
 
@@ -49,12 +49,14 @@ void run_info(const InfoArgs& a) {
     return;
   }
   check(a.checkpoint.empty() != a.preset.empty(), "give either a checkpoint or --preset NAME (or --defaults)");
+  check(!a.vocab || !a.preset.empty(), "--vocab goes with --preset (a checkpoint has its own vocabulary)");
   nlohmann::json j;
   ModelConfig mc;
   int batch = a.batch;
   if (!a.preset.empty()) {
     const Preset& p = find_preset(a.preset);
     mc = p.model;
+    if (a.vocab) mc.vocab_size = a.vocab;
     if (!batch) batch = p.batch;
     j["preset"] = p.name;
     j["lr"] = p.lr;
@@ -113,7 +115,7 @@ void run_info(const InfoArgs& a) {
       std::printf("\n");
     }
   }
-  std::printf("model:       %d layers, d_model %d, %d heads (head dim %d), context %d, vocab %d (bytes)\n", mc.n_layers,
+  std::printf("model:       %d layers, d_model %d, %d heads (head dim %d), context %d, vocab %d\n", mc.n_layers,
               mc.d_model, mc.n_heads, mc.head_dim(), mc.ctx, mc.vocab_size);
   std::printf("parameters:  %lld\n", (long long)mc.param_count());
   const auto& m = j["training_memory"];
@@ -131,6 +133,8 @@ void add_info(CLI::App& app) {
   cmd->add_option("--preset", a->preset, "Describe a preset instead");
   cmd->add_option("--batch", a->batch, "Batch size for the memory estimate (default: the run's or preset's)")
       ->check(at_least(1));
+  cmd->add_option("--vocab", a->vocab, "With --preset: that preset with this vocabulary size instead of 256")
+      ->check(CLI::Range(1, ModelConfig::kMaxVocab));
   cmd->add_flag("--defaults", a->defaults, "Describe what `ptl train` does with no options instead");
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([a]() { run_info(*a); });

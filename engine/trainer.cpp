@@ -79,7 +79,7 @@ void Trainer::drop_programs() {
   inspect_exec_.reset();
   gen_.reset();  // its KV cache and program are gone
   eval_execs_.clear();
-  last_eval_ = nullptr;
+  forward_execs_.clear();
 }
 
 void Trainer::set_corpus(std::string bytes, const std::string& name, double val_fraction) {
@@ -225,13 +225,22 @@ double Trainer::batch_loss(const Batch& batch) {
   std::memcpy(ex.i32("targets"), batch.targets.data(), batch.targets.size() * 4);
   if (!batch.mask.empty()) std::memcpy(ex.f32("loss_mask"), batch.mask.data(), batch.mask.size() * 4);
   ex.run();
-  last_eval_ = &ex;
   return ex.f32("loss")[0];
 }
 
-const float* Trainer::logits() {
-  check(last_eval_ != nullptr, "no logits yet: evaluate a batch first");
-  return last_eval_->f32("logits");
+const float* Trainer::logits(const Batch& batch) {
+  check(batch.inputs.size() == size_t(batch.batch) * size_t(batch.seq), "batch inputs do not match its shape");
+  auto& e = forward_execs_[{batch.batch, batch.seq}];
+  if (!e) {
+    BuildOptions opt;
+    opt.batch = batch.batch;
+    opt.seq = batch.seq;
+    opt.lora = lora_;
+    e = std::make_unique<cpu::Executor>(build_forward_program(model_, opt), store_);
+  }
+  std::memcpy(e->i32("tokens"), batch.inputs.data(), batch.inputs.size() * 4);
+  e->run();
+  return e->f32("logits");
 }
 
 EvalResult Trainer::validation_loss() {

@@ -63,10 +63,12 @@ class Trainer {
   bool has_corpus() const { return corpus_ != nullptr; }
   const Corpus& corpus() const;
 
-  StepResult train_step();                             // train_step(next_train_batch())
-  StepResult train_step(const Batch& batch);           // on a given batch (tests, parity); batch.mask = SFT loss mask
-  double batch_loss(const Batch& batch);               // evaluation program; logits() then holds its logits
-  const float* logits();                               // [B*T, V] of the last batch_loss
+  StepResult train_step();                    // train_step(next_train_batch())
+  StepResult train_step(const Batch& batch);  // on a given batch (tests, parity); batch.mask = SFT loss mask
+  double batch_loss(const Batch& batch);      // the evaluation program's mean loss (no logits kept)
+  // The logits [B*T, V] of the batch's inputs (the forward program; its targets are not read),
+  // valid until the next call or change of weights.
+  const float* logits(const Batch& batch);
   EvalResult validation_loss();                        // the fixed validation windows (or the SFT validation examples)
   EvalResult evaluate_text(const std::string& bytes);  // every byte of a text, window by window
   // Mean loss over batches, each position weighted by its mask (1 where a batch has no mask).
@@ -181,7 +183,7 @@ class Trainer {
   };
   std::unique_ptr<Generation> gen_;
   std::map<std::tuple<int, int, bool>, std::unique_ptr<cpu::Executor>> eval_execs_;
-  cpu::Executor* last_eval_ = nullptr;
+  std::map<std::pair<int, int>, std::unique_ptr<cpu::Executor>> forward_execs_;  // logits, by (batch, seq)
 };
 
 }  // namespace ptl

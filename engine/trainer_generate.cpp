@@ -79,9 +79,8 @@ int32_t Trainer::next_token() {
   } else {
     // Past the context the model sees the last ctx tokens at positions 0..ctx-1 (nanoGPT's
     // crop), so every position shifts and the window is recomputed.
-    Batch b{1, ctx, std::vector<int32_t>(g.seq.end() - ctx, g.seq.end()), std::vector<int32_t>(ctx, 0)};
-    batch_loss(b);
-    std::memcpy(g.window_logits.data(), this->logits() + size_t(ctx - 1) * V, V * sizeof(float));
+    Batch b{1, ctx, std::vector<int32_t>(g.seq.end() - ctx, g.seq.end()), {}};
+    std::memcpy(g.window_logits.data(), this->logits(b) + size_t(ctx - 1) * V, V * sizeof(float));
     logits = g.window_logits.data();
   }
   const int32_t next = g.sampler.sample(logits, V);

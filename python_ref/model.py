@@ -170,7 +170,7 @@ class TinyGPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx, targets=None, mask=None, dropout_seed=None):
-        """idx, targets: [B, T] int64 byte tokens; mask: optional [B, T] weights (SFT);
+        """idx, targets: [B, T] int64 token ids below vocab_size (bytes for the presets' 256); mask: optional [B, T] weights (SFT);
         dropout_seed: (key, step) of a training step (python_ref.dropout.key_of(seed), the 1-based
         step), which turns dropout on in training mode. Returns (logits [B, T, V], loss or None)."""
         B, T = idx.shape
@@ -184,7 +184,10 @@ class TinyGPT(nn.Module):
         finally:
             self.drop_ctx.seed = None
         x = self.ln_f(x)
-        logits = x @ self.tok_emb.weight.t()  # weight tying: no separate head
+        # Weight tying: no separate head. The whole [B, T, V] logits and the plain cross-entropy,
+        # where the engine's loss programs compute both in chunks of the vocabulary: the oracle
+        # stays the obvious computation.
+        logits = x @ self.tok_emb.weight.t()
 
         loss = None
         if targets is not None:

@@ -1,6 +1,10 @@
 // Writes what python_ref's parity tests compare against: initial weights, the first batch's
 // logits and gradients, N training steps (batches, learning rates, losses, gradient norms) and
 // a greedy continuation from the trained weights. See tests/python/test_parity.py.
+//
+// --vocab V gives the model V tokens instead of 256 (tests/python/test_vocab_parity.py): each
+// byte b of a batch becomes token b * 7919 mod V (one-to-one for these V), so that the inputs and
+// targets spread over the whole vocabulary; the greedy continuation is then left out.
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +21,7 @@ int main(int argc, char** argv) {
   int64_t steps = 50;
   uint64_t seed = 1234;
   double dropout = 0;
+  int vocab = 256, batch = 0;
   std::string gelu = "erf";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
@@ -32,6 +37,10 @@ int main(int argc, char** argv) {
       seed = std::stoull(v);
     else if (k == "--dropout")
       dropout = std::stod(v);
+    else if (k == "--vocab")
+      vocab = std::stoi(v);
+    else if (k == "--batch")
+      batch = std::stoi(v);
     else if (k == "--gelu")
       gelu = v;
     else {
@@ -41,13 +50,15 @@ int main(int argc, char** argv) {
   }
   if (data.empty() || out.empty()) {
     std::cerr << "usage: ptl_parity_dump --preset NAME --steps N --data FILE --out DIR [--seed S] [--dropout P] "
-                 "[--gelu erf|tanh]\n";
+                 "[--vocab V] [--batch B] [--gelu erf|tanh]\n";
     return 2;
   }
   try {
     namespace fs = std::filesystem;
     fs::create_directories(out);
     Preset p = find_preset(preset);
+    p.model.vocab_size = vocab;
+    if (batch > 0) p.batch = batch;
     p.model.gelu = gelu;  // tanh: GPT-2's form
     TrainConfig tc;
     tc.batch = p.batch;
@@ -68,10 +79,12 @@ int main(int argc, char** argv) {
     Rng rng = trainer.state().data_rng;
     for (int64_t s = 0; s < steps; ++s) {
       Batch b = trainer.corpus().sample_train(rng, tc.batch);
+      if (vocab != 256)
+        for (auto* ids : {&b.inputs, &b.targets})
+          for (auto& t : *ids) t = int32_t(int64_t(t) * 7919 % vocab);
       if (s == 0) {
-        trainer.batch_loss(b);
         std::ofstream lf(out + "/logits_step0.bin", std::ios::binary);
-        lf.write(reinterpret_cast<const char*>(trainer.logits()), std::streamsize(b.inputs.size()) * 256 * 4);
+        lf.write(reinterpret_cast<const char*>(trainer.logits(b)), std::streamsize(b.inputs.size()) * vocab * 4);
       }
       const double lr = tc.lr_at(s);
       StepResult r = trainer.train_step(b);
@@ -84,6 +97,11 @@ int main(int argc, char** argv) {
           {{"inputs", b.inputs}, {"targets", b.targets}, {"lr", lr}, {"loss", r.loss}, {"grad_norm", r.grad_norm}});
     }
     write_file_atomic(out + "/final.tinygpt", trainer.save_checkpoint(false));
+    if (vocab != 256) {
+      std::ofstream(out + "/dump.json") << dump.dump();
+      std::printf("wrote %s (vocabulary %d, %lld steps)\n", out.c_str(), vocab, (long long)steps);
+      return 0;
+    }
     const std::string prompt = "ROMEO:\nWhat say";
     SamplingOptions greedy;
     greedy.temperature = 0;
