@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "engine/error.h"
 #include "engine/memory.h"
+#include "engine/tokenizer.h"
 #include "engine/trainer.h"
 
 namespace ptl::cli {
@@ -88,6 +89,16 @@ void run_info(const InfoArgs& a) {
       if (h.val_loss) j["last_loss"]["val_loss"] = *h.val_loss;
     }
     j["sha256"] = sha256_hex(bytes);
+    // The tokenizer's identity (what adapters and SFT files record), and what it is.
+    nlohmann::json tok = c.tokenizer.id().to_json();
+    if (c.tokenizer.reads_text()) {
+      const Tokenizer& t = c.tokenizer.text();
+      nlohmann::json specials = nlohmann::json::array();
+      for (const auto& sp : t.specials()) specials.push_back({{"text", sp.text}, {"id", sp.id}});
+      tok["merges"] = t.merge_count();
+      tok["specials"] = specials;
+    }
+    j["tokenizer"] = tok;
   }
   j["model_config"] = mc.to_json();
   j["parameters"] = mc.param_count();
@@ -115,8 +126,23 @@ void run_info(const InfoArgs& a) {
       std::printf("\n");
     }
   }
-  std::printf("model:       %d layers, d_model %d, %d heads (head dim %d), context %d, vocab %d\n", mc.n_layers,
-              mc.d_model, mc.n_heads, mc.head_dim(), mc.ctx, mc.vocab_size);
+  std::printf("model:       %d layers, d_model %d, %d heads (head dim %d), context %d, vocab %d%s\n", mc.n_layers,
+              mc.d_model, mc.n_heads, mc.head_dim(), mc.ctx, mc.vocab_size, mc.vocab_size == 256 ? " (bytes)" : "");
+  if (j.contains("tokenizer")) {
+    const auto& tok = j["tokenizer"];
+    const std::string type = tok["type"].get<std::string>();
+    if (type == "bpe") {
+      std::printf("tokenizer:   byte-level BPE, %d tokens (%lld merges", tok["vocab_size"].get<int>(),
+                  (long long)tok["merges"].get<int64_t>());
+      for (const auto& sp : tok["specials"])
+        std::printf(", %s = %d", sp["text"].get<std::string>().c_str(), sp["id"].get<int>());
+      std::printf("), sha256 %s\n", tok["sha256"].get<std::string>().c_str());
+    } else if (type == "byte") {
+      std::printf("tokenizer:   bytes (one token per byte)\n");
+    } else {
+      std::printf("tokenizer:   none (the model reads token ids only)\n");
+    }
+  }
   std::printf("parameters:  %lld\n", (long long)mc.param_count());
   const auto& m = j["training_memory"];
   std::printf("training memory at batch %d: %s (weights %s, gradients %s, AdamW moments %s, activations %s)\n", batch,

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from .checkpoint import load_checkpoint, model_weights, parse_json_field
 from .dropout import DropoutContext, drop
+from .tokenizer import CheckpointTokenizer
 
 
 @dataclass
@@ -214,9 +215,16 @@ class TinyGPT(nn.Module):
         mc = parse_json_field(meta, "model_config")
         if mc is None:
             raise ValueError(f"{path}: no model_config in the metadata")
-        tok = parse_json_field(meta, "tokenizer", {"type": "byte"})
-        if tok.get("type") != "byte":
-            raise ValueError(f"{path}: tokenizer {tok} is not supported by python_ref (byte only)")
+        # The model computes on ids whatever its tokenizer (bytes or BPE); the tokenizer is checked
+        # here and decodes with python_ref.tokenizer.CheckpointTokenizer(meta).
+        try:
+            tok = CheckpointTokenizer(meta)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+        if tok.vocab_size != int(mc["vocab_size"]):
+            raise ValueError(
+                f"{path}: the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is {mc['vocab_size']}"
+            )
         cfg = GPTConfig(
             **{k: int(mc[k]) for k in ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")},
             gelu=mc.get("gelu", "erf"),

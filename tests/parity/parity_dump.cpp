@@ -67,7 +67,9 @@ int main(int argc, char** argv) {
     tc.lr = 1e-3;          // larger than the default so 50 steps move the weights visibly
     tc.dropout = dropout;  // step s (0-based) draws the masks of {key_of(seed), s + 1}
     Trainer trainer(p.model, tc);
-    trainer.set_corpus(read_text_file(data), data);
+    // Byte windows of the text, drawn here rather than through the trainer: a model of another
+    // vocabulary reads token ids only (no tokenizer), and its ids are mapped from the bytes below.
+    const Corpus corpus(read_text_file(data), p.model.ctx, 0.1, data);
     write_file_atomic(out + "/init.tinygpt", trainer.save_checkpoint(false));
 
     nlohmann::json dump;
@@ -78,7 +80,7 @@ int main(int argc, char** argv) {
     auto& js = dump["steps"] = nlohmann::json::array();
     Rng rng = trainer.state().data_rng;
     for (int64_t s = 0; s < steps; ++s) {
-      Batch b = trainer.corpus().sample_train(rng, tc.batch);
+      Batch b = corpus.sample_train(rng, tc.batch);
       if (vocab != 256)
         for (auto* ids : {&b.inputs, &b.targets})
           for (auto& t : *ids) t = int32_t(int64_t(t) * 7919 % vocab);
