@@ -8,7 +8,9 @@
 // FLOPs are counted exactly per op of the training program (matrix products only, 2 per
 // multiply-add): linear 2MNK forward, 2MNK for each of dx and dW backward; causal attention
 // 4 * hs * T(T+1)/2 per (batch, head) forward (q k^T and p v) and 8 * ... backward (dv, dp, dq,
-// dk; the backward's recomputation of q k^T is not counted, as in "model FLOPs"). Element-wise
+// dk; the backward's recomputation of q k^T is not counted, as in "model FLOPs"); the tied output
+// projection inside cross_entropy_tied 2 * tokens * V * d forward and twice that backward (dx, dW;
+// its recomputation of the logits is not counted either). Element-wise
 // ops (LayerNorm, GELU, softmax, AdamW) are not counted. MFU = achieved / peak, with the peak
 // measured as this engine's own best matmul (linear_forward) at 2048^3 with the same threads,
 // or given with --peak-gflops.
@@ -41,7 +43,7 @@ namespace {
 
 struct BenchArgs {
   std::string presets = "tiny,small,medium,large,xl,huge,massive";
-  int steps = 10, warmup = 3, threads = 0;
+  int steps = 10, warmup = 3, threads = 0, vocab = 0;
   bool ops = false, json = false, child = false, no_isolate = false;
   double peak_gflops = 0;
 };
@@ -111,6 +113,13 @@ double program_flops(const Program& p) {
         f += (op.kind == OpKind::attention ? 4 : 8) * pairs;
         break;
       }
+      case OpKind::cross_entropy_tied:
+      case OpKind::cross_entropy_tied_backward: {
+        const double C = double(p.tensor(op.inputs[0]).shape.back()), M = numel(op.inputs[0]) / C;
+        const double V = double(p.tensor(op.inputs[1]).shape[0]);
+        f += 2 * M * V * C * (op.kind == OpKind::cross_entropy_tied ? 1 : (op.outputs[0] >= 0) + (op.outputs[1] >= 0));
+        break;
+      }
       default:
         break;
     }
@@ -146,7 +155,8 @@ double measure_peak() {
 
 // One preset in this process: returns its JSON object.
 nlohmann::json bench_preset(const BenchArgs& a, const std::string& name) {
-  const Preset& preset = find_preset(name);
+  Preset preset = find_preset(name);
+  if (a.vocab > 0) preset.model.vocab_size = a.vocab;
   // The process before the model exists (executable, libraries, the thread pool): peak RSS minus
   // this is what the model's training costs.
   const double base_rss_mib = double(status_kib("VmRSS:")) / 1024.0;
@@ -159,8 +169,9 @@ nlohmann::json bench_preset(const BenchArgs& a, const std::string& name) {
   const int B = preset.batch, T = preset.model.ctx;
   Batch batch{B, T, std::vector<int32_t>(size_t(B) * T), std::vector<int32_t>(size_t(B) * T)};
   Rng rng(42);
-  for (auto& t : batch.inputs) t = int32_t(rng.below(256));
-  for (auto& t : batch.targets) t = int32_t(rng.below(256));
+  const int V = preset.model.vocab_size;
+  for (auto& t : batch.inputs) t = int32_t(rng.below(uint64_t(V)));
+  for (auto& t : batch.targets) t = int32_t(rng.below(uint64_t(V)));
 
   cpu::Executor& ex = trainer.train_executor();
   for (int i = 0; i < a.warmup; i++) trainer.train_step(batch);
@@ -191,6 +202,7 @@ nlohmann::json bench_preset(const BenchArgs& a, const std::string& name) {
   }
   nlohmann::json j = {{"preset", preset.name},
                       {"threads", cpu::num_threads()},
+                      {"vocab", preset.model.vocab_size},
                       {"batch", B},
                       {"ctx", T},
                       {"params", preset.model.param_count()},
@@ -236,6 +248,10 @@ nlohmann::json bench_in_child(const BenchArgs& a, const std::string& name) {
                                    std::to_string(a.warmup),
                                    "--threads",
                                    std::to_string(cpu::num_threads())};
+  if (a.vocab > 0) {
+    args.push_back("--vocab");
+    args.push_back(std::to_string(a.vocab));
+  }
   if (a.ops) args.push_back("--ops");
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
@@ -324,6 +340,8 @@ void add_bench(CLI::App& app) {
       ->check(at_least(1));
   cmd->add_option("--warmup", a->warmup, "Untimed steps first")->capture_default_str()->check(at_least(0));
   cmd->add_option("--threads", a->threads, "Threads (default: $PTL_THREADS or all cores)")->check(at_least(1));
+  cmd->add_option("--vocab", a->vocab, "Vocabulary size of the models (default: the presets' 256)")
+      ->check(CLI::Range(1, ModelConfig::kMaxVocab));
   cmd->add_option("--peak-gflops", a->peak_gflops, "Peak GFLOP/s for MFU (default: measure a 2048^3 matmul)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {

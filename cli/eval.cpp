@@ -1,4 +1,6 @@
-// ptl eval: loss, perplexity and bits per byte of a checkpoint on a text.
+// ptl eval: loss per token, perplexity and bits per byte of a checkpoint on a text, in the
+// checkpoint's tokenizer.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -35,9 +37,10 @@ void run_eval(const EvalArgs& a) {
         "--split applies to a text corpus; SFT examples (.jsonl) are evaluated in full");
   if (a.data.ends_with(".jsonl")) {
     // SFT examples: the loss of the replies only (the mask of training), every example once.
-    SftData d(read_sft_file(a.data), trainer->model_config().ctx, 0.0, a.data);
+    SftData d(read_sft_file(a.data, &trainer->tokenizer().id()), trainer->model_config().ctx, 0.0, a.data,
+              trainer->tokenizer());
     r = trainer->evaluate_batches(d.all_batches(trainer->train_config().batch));
-    what = a.data + " (reply bytes only)";
+    what = a.data + (trainer->tokenizer().is_bytes() ? " (reply bytes only)" : " (reply tokens only)");
   } else {
     // A text: the whole file (every byte after the first predicted once) by default, or one side
     // of the spec's 90/10 split. Without --data, the validation split of the training corpus.
@@ -52,16 +55,21 @@ void run_eval(const EvalArgs& a) {
       what = (split == "val" ? "validation split of " : "training split of ") + path;
     }
   }
+  // loss: nats per token; bits per byte: the same total over the bytes those tokens stand for,
+  // comparable between a byte-level and a BPE model.
   if (a.json) {
     std::printf("%s\n", nlohmann::json{{"loss", r.loss},
                                        {"perplexity", r.perplexity()},
                                        {"bits_per_byte", r.bits_per_byte()},
-                                       {"tokens", r.tokens}}
+                                       {"tokens", r.tokens},
+                                       {"bytes", std::llround(r.bytes)},
+                                       {"tokenizer", trainer->tokenizer().id().to_json()}}
                             .dump()
                             .c_str());
   } else {
-    std::printf("%s\nloss %.4f | perplexity %.3f | %.4f bits/byte | %lld tokens\n", what.c_str(), r.loss,
-                r.perplexity(), r.bits_per_byte(), (long long)r.tokens);
+    std::printf("%s\nloss %.4f per token | perplexity %.3f | %.4f bits/byte | %lld tokens, %.0f bytes (%s)\n",
+                what.c_str(), r.loss, r.perplexity(), r.bits_per_byte(), (long long)r.tokens, r.bytes,
+                trainer->tokenizer().id().describe().c_str());
   }
 }
 
@@ -69,7 +77,8 @@ void run_eval(const EvalArgs& a) {
 
 void add_eval(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
-  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint: loss, perplexity, bits per byte");
+  CLI::App* cmd =
+      app.add_subcommand("eval", "Evaluate a checkpoint: loss per token, perplexity, bits per byte (its tokenizer's)");
   cmd->add_option("checkpoint", a->checkpoint, "Checkpoint (.tinygpt or .safetensors)")->required();
   cmd->add_option("--adapter", a->adapter, "LoRA adapter (.tinygpt-lora) trained on this checkpoint");
   cmd->add_option("--data", a->data,
@@ -79,7 +88,8 @@ void add_eval(CLI::App& app) {
                   "Which part of the text: all, train (the first 90%) or val (the last 10%, the spec's "
                   "validation split) (default: all with --data, else val)")
       ->check(CLI::IsMember({"all", "train", "val"}));
-  cmd->add_flag("--json", a->json, "Print one JSON object {loss, perplexity, bits_per_byte, tokens}");
+  cmd->add_flag("--json", a->json,
+                "Print one JSON object {loss (per token), perplexity, bits_per_byte, tokens, bytes, tokenizer}");
   cmd->callback([a]() { run_eval(*a); });
 }
 

@@ -66,7 +66,9 @@ std::unique_ptr<Trainer> setup_finetune(const FinetuneArgs& a) {
   trainer->start_finetune(tc);
   const int ctx = trainer->model_config().ctx;
   if (a.data.ends_with(".jsonl")) {
-    trainer->set_sft_data(std::make_unique<SftData>(read_sft_file(a.data), ctx, 0.1, a.data));
+    // Encoded by the base's tokenizer; a file declaring another tokenizer is refused (sft.h).
+    trainer->set_sft_data(std::make_unique<SftData>(read_sft_file(a.data, &trainer->tokenizer().id()), ctx, 0.1, a.data,
+                                                    trainer->tokenizer()));
   } else {
     trainer->set_corpus(read_text_file(a.data), a.data);
   }
@@ -85,7 +87,12 @@ std::string describe_data(Trainer& t) {
     std::snprintf(buf, sizeof buf, "%s (text: %zu train / %zu val bytes)", path.c_str(), t.corpus().train().size(),
                   t.corpus().val().size());
   }
-  return buf;
+  std::string out = buf;
+  if (!t.tokenizer().is_bytes()) {
+    const size_t tokens = t.has_sft_data() ? size_t(t.sft_data().train_tokens()) : t.corpus().train_tokens();
+    out += "; " + std::to_string(tokens) + " training tokens of " + t.tokenizer().id().describe();
+  }
+  return out;
 }
 
 void run_finetune_loop(Trainer& trainer, const FinetuneArgs& a, const std::function<void()>& save,
@@ -122,6 +129,7 @@ void run_finetune_loop(Trainer& trainer, const FinetuneArgs& a, const std::funct
     if (rep.validation) {
       const EvalResult& val = *rep.validation;
       m["val_loss"] = val.loss;
+      m["val_bits_per_byte"] = val.bits_per_byte();
       char line[160];
       std::snprintf(line, sizeof line, "step %lld: train loss %.4f, val loss %.4f (perplexity %.2f)", (long long)r.step,
                     r.loss, val.loss, val.perplexity());

@@ -1,6 +1,7 @@
 #pragma once
 // What `ptl lora train` and `ptl sft` share: the options of a fine-tuning run, setting a trainer
-// up on a base checkpoint and its data (.txt: next-byte LM with a 90/10 split; .jsonl: SFT), and
+// up on a base checkpoint and its data in the base's tokenizer (.txt: next-token LM with a 90/10
+// split; .jsonl: SFT), and
 // the loop with progress, metrics.jsonl, validation, divergence and Ctrl-C handling.
 #include <CLI/CLI.hpp>
 #include <functional>

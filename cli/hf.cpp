@@ -21,11 +21,14 @@ struct HfArgs {
 void run_import_hf(const HfArgs& a) {
   HfGpt2Folder folder = read_hf_gpt2(a.in);
   const ModelConfig mc = folder.config;
-  // TODO(tokenizer in checkpoints): checkpoints cannot hold a BPE tokenizer yet (docs/model.md,
-  // "Later capabilities"). When they can, store folder.tokenizer with the weights here (and
-  // export-hf below writes the stored one back). Until then it is read and checked only.
-  const bool tokenizer_stored = folder.tokenizer && folder.tokenizer->is_bytes() && mc.vocab_size == 256;
-  std::vector<uint8_t> bytes = encode_safetensors(with_checkpoint_metadata(std::move(folder.weights), mc));
+  // The folder's tokenizer goes into the checkpoint when it has exactly the model's ids; one with
+  // fewer (a vocabulary padded past the tokenizer's, e.g. 50,304 for 50,257) is checked only:
+  // the checkpoint's tokenizer must name every id the model can produce.
+  std::optional<ModelTokenizer> stored;
+  if (folder.tokenizer && folder.tokenizer->vocab_size() == mc.vocab_size)
+    stored = ModelTokenizer::of(*folder.tokenizer);
+  std::vector<uint8_t> bytes =
+      encode_safetensors(with_checkpoint_metadata(std::move(folder.weights), mc, stored ? &*stored : nullptr));
   auto trainer = Trainer::from_checkpoint(bytes, a.in);  // the same checks as any checkpoint load
   bytes.clear();
   bytes.shrink_to_fit();
@@ -33,7 +36,9 @@ void run_import_hf(const HfArgs& a) {
   std::string tok = "no tokenizer files";
   if (folder.tokenizer)
     tok = "tokenizer " + folder.tokenizer_from + ", " + std::to_string(folder.tokenizer->vocab_size()) + " ids, " +
-          (tokenizer_stored ? "byte-level" : "checked but not stored (checkpoints hold no BPE tokenizer yet)");
+          (!stored              ? "checked but not stored (fewer ids than the model's vocabulary)"
+           : stored->is_bytes() ? "byte-level, stored"
+                                : "byte-level BPE, stored");
   std::printf("wrote %s: GPT-2 with %d layers, d %d, %d heads, ctx %d, vocab %d, gelu %s, %lld parameters (%s; %s)\n",
               a.out.c_str(), mc.n_layers, mc.d_model, mc.n_heads, mc.ctx, mc.vocab_size, mc.gelu.c_str(),
               (long long)mc.param_count(), folder.weights_from.c_str(), tok.c_str());
@@ -43,14 +48,15 @@ void run_export_hf(const HfArgs& a) {
   const std::vector<uint8_t> bytes = read_file_bytes(a.in);
   const SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), a.in);
   const CheckpointContents c = inspect_checkpoint(f, a.in);  // every parameter there, with its shape
-  // The tokenizer the model decodes with: the byte-level one for a byte-level model.
-  // TODO(tokenizer in checkpoints): the stored BPE tokenizer once checkpoints hold one.
+  // The tokenizer the checkpoint records (bytes for a byte-level model); none for a model of ids.
   std::optional<Tokenizer> tok;
-  if (c.model.vocab_size == 256) tok.emplace();
+  if (c.tokenizer.reads_text()) tok.emplace(c.tokenizer.text());
   write_hf_gpt2(a.out, c.model, f, tok ? &*tok : nullptr);
   std::printf("wrote %s: config.json (activation %s), model.safetensors (F32, %lld parameters)%s\n", a.out.c_str(),
               c.model.gelu == "tanh" ? "gelu_new" : "gelu", (long long)c.model.param_count(),
-              tok ? ", tokenizer.json (byte-level)" : " (no tokenizer: this checkpoint records none)");
+              !tok              ? " (no tokenizer: this checkpoint records none)"
+              : tok->is_bytes() ? ", tokenizer.json (byte-level)"
+                                : ", tokenizer.json (byte-level BPE)");
 }
 
 }  // namespace

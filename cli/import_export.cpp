@@ -6,10 +6,12 @@
 //           metadata), turned into a checkpoint ptl can sample from, evaluate and train.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "cli/commands.h"
 #include "engine/checkpoint.h"
 #include "engine/error.h"
+#include "engine/tokenizer_files.h"
 #include "engine/trainer.h"
 
 namespace ptl::cli {
@@ -45,7 +47,7 @@ void run_export(const ExportArgs& a) {
 }
 
 struct ImportArgs {
-  std::string file, out;
+  std::string file, out, tokenizer;
   int heads = 0;
 };
 
@@ -58,11 +60,22 @@ void run_import(const ImportArgs& a) {
     // Already a ptl checkpoint (or one from python_ref): validated and written as is, less the
     // optimizer state, which a model from elsewhere would not carry on.
     check(a.heads == 0, a.file + " is a ptl checkpoint: its config has the heads; --heads is for files without one");
+    check(a.tokenizer.empty(),
+          a.file + " is a ptl checkpoint: it records its tokenizer; --tokenizer is for files without one");
     how = "a ptl checkpoint already";
   } else {
     const ModelConfig mc = infer_model_config(f, a.heads, a.file);
     how = "config from the tensors' shapes" + std::string(a.heads ? "" : ", heads of the preset with those shapes");
-    f = with_checkpoint_metadata(std::move(f), mc);
+    // The tokenizer given (its vocabulary must be tok_emb's rows); without one, bytes for 256 rows.
+    std::optional<ModelTokenizer> tok;
+    if (!a.tokenizer.empty()) {
+      tok = ModelTokenizer::of(load_tokenizer(a.tokenizer));
+      check(tok->vocab_size() == mc.vocab_size, a.tokenizer + " has " + std::to_string(tok->vocab_size()) +
+                                                    " tokens but " + a.file + "'s tok_emb.weight has " +
+                                                    std::to_string(mc.vocab_size) + " rows (they must be equal)");
+      how += ", tokenizer " + a.tokenizer;
+    }
+    f = with_checkpoint_metadata(std::move(f), mc, tok ? &*tok : nullptr);
   }
   auto trainer = Trainer::from_checkpoint(encode_safetensors(f), a.file);  // every tensor checked here
   write_file_atomic(a.out, trainer->save_checkpoint(false));
@@ -96,6 +109,9 @@ void add_import_export(CLI::App& app) {
   im->add_option("--out", i->out, "Checkpoint to write")->required();
   im->add_option("--heads", i->heads, "Attention heads (not in any tensor's shape; default: the matching preset's)")
       ->check(at_least(1));
+  im->add_option("--tokenizer", i->tokenizer,
+                 "The tokenizer the weights read (tokenizer.json or a folder of GPT-2's files; default: bytes for a "
+                 "vocabulary of 256)");
   im->callback([i]() { run_import(*i); });
 }
 

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "engine/error.h"
 #include "engine/memory.h"
+#include "engine/tokenizer.h"
 #include "engine/trainer.h"
 
 namespace ptl::cli {
@@ -12,7 +13,7 @@ namespace {
 
 struct InfoArgs {
   std::string checkpoint, preset;
-  int batch = 0;
+  int batch = 0, vocab = 0;
   bool json = false, defaults = false;
 };
 
@@ -49,12 +50,14 @@ void run_info(const InfoArgs& a) {
     return;
   }
   check(a.checkpoint.empty() != a.preset.empty(), "give either a checkpoint or --preset NAME (or --defaults)");
+  check(!a.vocab || !a.preset.empty(), "--vocab goes with --preset (a checkpoint has its own vocabulary)");
   nlohmann::json j;
   ModelConfig mc;
   int batch = a.batch;
   if (!a.preset.empty()) {
     const Preset& p = find_preset(a.preset);
     mc = p.model;
+    if (a.vocab) mc.vocab_size = a.vocab;
     if (!batch) batch = p.batch;
     j["preset"] = p.name;
     j["lr"] = p.lr;
@@ -86,6 +89,16 @@ void run_info(const InfoArgs& a) {
       if (h.val_loss) j["last_loss"]["val_loss"] = *h.val_loss;
     }
     j["sha256"] = sha256_hex(bytes);
+    // The tokenizer's identity (what adapters and SFT files record), and what it is.
+    nlohmann::json tok = c.tokenizer.id().to_json();
+    if (c.tokenizer.reads_text()) {
+      const Tokenizer& t = c.tokenizer.text();
+      nlohmann::json specials = nlohmann::json::array();
+      for (const auto& sp : t.specials()) specials.push_back({{"text", sp.text}, {"id", sp.id}});
+      tok["merges"] = t.merge_count();
+      tok["specials"] = specials;
+    }
+    j["tokenizer"] = tok;
   }
   j["model_config"] = mc.to_json();
   j["parameters"] = mc.param_count();
@@ -113,8 +126,23 @@ void run_info(const InfoArgs& a) {
       std::printf("\n");
     }
   }
-  std::printf("model:       %d layers, d_model %d, %d heads (head dim %d), context %d, vocab %d (bytes)\n", mc.n_layers,
-              mc.d_model, mc.n_heads, mc.head_dim(), mc.ctx, mc.vocab_size);
+  std::printf("model:       %d layers, d_model %d, %d heads (head dim %d), context %d, vocab %d%s\n", mc.n_layers,
+              mc.d_model, mc.n_heads, mc.head_dim(), mc.ctx, mc.vocab_size, mc.vocab_size == 256 ? " (bytes)" : "");
+  if (j.contains("tokenizer")) {
+    const auto& tok = j["tokenizer"];
+    const std::string type = tok["type"].get<std::string>();
+    if (type == "bpe") {
+      std::printf("tokenizer:   byte-level BPE, %d tokens (%lld merges", tok["vocab_size"].get<int>(),
+                  (long long)tok["merges"].get<int64_t>());
+      for (const auto& sp : tok["specials"])
+        std::printf(", %s = %d", sp["text"].get<std::string>().c_str(), sp["id"].get<int>());
+      std::printf("), sha256 %s\n", tok["sha256"].get<std::string>().c_str());
+    } else if (type == "byte") {
+      std::printf("tokenizer:   bytes (one token per byte)\n");
+    } else {
+      std::printf("tokenizer:   none (the model reads token ids only)\n");
+    }
+  }
   std::printf("parameters:  %lld\n", (long long)mc.param_count());
   const auto& m = j["training_memory"];
   std::printf("training memory at batch %d: %s (weights %s, gradients %s, AdamW moments %s, activations %s)\n", batch,
@@ -131,6 +159,8 @@ void add_info(CLI::App& app) {
   cmd->add_option("--preset", a->preset, "Describe a preset instead");
   cmd->add_option("--batch", a->batch, "Batch size for the memory estimate (default: the run's or preset's)")
       ->check(at_least(1));
+  cmd->add_option("--vocab", a->vocab, "With --preset: that preset with this vocabulary size instead of 256")
+      ->check(CLI::Range(1, ModelConfig::kMaxVocab));
   cmd->add_flag("--defaults", a->defaults, "Describe what `ptl train` does with no options instead");
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([a]() { run_info(*a); });

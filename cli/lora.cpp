@@ -97,6 +97,7 @@ void run_lora_info(const InfoArgs& a) {
                       {"format_version", kAdapterVersion},
                       {"created_by", c.created_by},
                       {"base_sha256", c.base_sha256},
+                      {"base_tokenizer", c.tokenizer.to_json()},
                       {"base_model_config", c.base_model.to_json()},
                       {"base_parameters", c.base_model.param_count()},
                       {"lora_config", lora_to_json(c.lora)},
@@ -121,6 +122,7 @@ void run_lora_info(const InfoArgs& a) {
       "base)\n",
       c.lora.rank, c.lora.alpha, lora_targets_string(c.lora.targets).c_str(), c.lora.weight_decay, c.lora.dropout,
       (long long)params, 100.0 * double(params) / double(c.base_model.param_count()));
+  std::printf("tokenizer:   %s (the base's)\n", c.tokenizer.describe().c_str());
   std::printf("trained:     %lld steps", (long long)c.steps);
   if (c.train && !c.train->data_path.empty()) std::printf(" on %s", c.train->data_path.c_str());
   std::printf("\n");
@@ -294,7 +296,7 @@ void add_lora(CLI::App& app) {
   auto t = std::make_shared<LoraArgs>();
   t->run.lr = 1e-3;
   CLI::App* train = lora->add_subcommand(
-      "train", "Train a LoRA adapter on a frozen base (.txt = next-byte LM, .jsonl = SFT) into OUT/" +
+      "train", "Train a LoRA adapter on a frozen base (.txt = next-token LM, .jsonl = SFT) into OUT/" +
                    std::string(kAdapterFile));
   add_finetune_options(train, t->run, "Training data: FILE.jsonl = SFT examples, any other file = plain text");
   train->add_option("--rank", t->rank, "Adapter rank r")->capture_default_str();

@@ -1,9 +1,11 @@
-// ptl sample: stream a continuation of a prompt to stdout; timing goes to stderr.
+// ptl sample: stream a continuation of a prompt to stdout, in the checkpoint's tokenizer; timing
+// goes to stderr.
 #include <chrono>
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "engine/error.h"
+#include "engine/tokenizer.h"
 #include "engine/trainer.h"
 
 namespace ptl::cli {
@@ -53,6 +55,9 @@ class Utf8Stream {
 
 void run_sample(const SampleArgs& a) {
   auto trainer = Trainer::from_checkpoint(read_file_bytes(a.checkpoint), a.checkpoint);
+  check(trainer->tokenizer().reads_text(), a.checkpoint + ": the model reads token ids only (vocabulary " +
+                                               std::to_string(trainer->model_config().vocab_size) +
+                                               ", no tokenizer recorded): it has no text to sample");
   if (!a.adapter.empty()) trainer->load_adapter(read_file_bytes(a.adapter), a.adapter);
   Utf8Stream out(a.raw);
   for (unsigned char c : a.prompt) out.put(c);
@@ -61,13 +66,17 @@ void run_sample(const SampleArgs& a) {
   const auto t0 = clock::now();
   double first_token_s = -1;
   int count = 0;
-  trainer->generate(encode(a.prompt), a.max_tokens, a.opt, [&](int32_t tok) {
+  // The checkpoint's tokenizer: the prompt in its tokens, each new token's bytes as they come
+  // (a character split across tokens is held back until it completes).
+  TokenStreamDecoder decoder(trainer->tokenizer().text());
+  trainer->generate(trainer->encode(a.prompt), a.max_tokens, a.opt, [&](int32_t tok) {
     if (first_token_s < 0) first_token_s = std::chrono::duration<double>(clock::now() - t0).count();
-    out.put(static_cast<unsigned char>(tok));
+    for (unsigned char c : decoder.push(tok)) out.put(c);
     std::fflush(stdout);
     ++count;
     return true;
   });
+  for (unsigned char c : decoder.finish()) out.put(c);
   out.flush();
   std::fputc('\n', stdout);
   std::fflush(stdout);
@@ -85,10 +94,12 @@ void add_sample(CLI::App& app) {
   cmd->add_option("checkpoint", a->checkpoint, "Checkpoint (.tinygpt or .safetensors)")->required();
   cmd->add_option("--adapter", a->adapter, "LoRA adapter (.tinygpt-lora) trained on this checkpoint");
   cmd->add_option("--prompt", a->prompt, "Text to continue (default: start of a new line)");
-  cmd->add_option("--max-tokens", a->max_tokens, "Bytes to generate")->capture_default_str()->check(at_least(0));
+  cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate (bytes for a byte-level model)")
+      ->capture_default_str()
+      ->check(at_least(0));
   cmd->add_option("--temperature", a->opt.temperature, "0 = greedy; higher = more random")->capture_default_str();
-  cmd->add_option("--top-k", a->opt.top_k, "Keep only the k most likely bytes (0 = off)")->capture_default_str();
-  cmd->add_option("--top-p", a->opt.top_p, "Nucleus sampling: keep the most likely bytes up to this mass (1 = off)")
+  cmd->add_option("--top-k", a->opt.top_k, "Keep only the k most likely tokens (0 = off)")->capture_default_str();
+  cmd->add_option("--top-p", a->opt.top_p, "Nucleus sampling: keep the most likely tokens up to this mass (1 = off)")
       ->capture_default_str();
   cmd->add_option("--seed", a->opt.seed, "Seed of the sampler")->capture_default_str();
   cmd->add_flag("--raw", a->raw, "Write the bytes as generated (no UTF-8 clean-up)");

@@ -47,7 +47,8 @@ struct EvalArgs {
 void run_sft_eval(const EvalArgs& a) {
   auto trainer = Trainer::from_checkpoint(read_file_bytes(a.checkpoint), a.checkpoint);
   if (!a.adapter.empty()) trainer->load_adapter(read_file_bytes(a.adapter), a.adapter);
-  const auto examples = read_sft_file(a.data);
+  const auto examples = read_sft_file(a.data, &trainer->tokenizer().id());
+  const Tokenizer& tokenizer = trainer->tokenizer().text();
   const int max_tokens = a.max_tokens > 0 ? a.max_tokens : trainer->model_config().ctx;
   SamplingOptions greedy;
   greedy.temperature = 0;
@@ -57,13 +58,15 @@ void run_sft_eval(const EvalArgs& a) {
   for (const auto& ex : examples) {
     std::string reply;
     bool stopped = false;
-    trainer->generate(encode(chat_prompt(ex)), max_tokens, greedy, [&](int32_t tok) {
-      reply += char(tok);
-      stopped = reply.ends_with(end);
+    // The prompt in the tokens training saw (the template's parts encoded one by one); the reply
+    // ends where "<|end|>" appears in its bytes (a token may carry more after it).
+    trainer->generate(chat_prompt_tokens(ex, tokenizer), max_tokens, greedy, [&](int32_t tok) {
+      reply += tokenizer.token_bytes(tok);
+      stopped = reply.find(end) != std::string::npos;
       return !stopped;
     });
     if (stopped) {
-      reply.resize(reply.size() - end.size());
+      reply.resize(reply.find(end));
       ++ended;
     }
     const bool ok = stopped && reply == chat_reply(ex);
@@ -111,7 +114,7 @@ void add_sft(CLI::App& app) {
   ev->add_option("checkpoint", e->checkpoint, "Checkpoint")->required();
   ev->add_option("--adapter", e->adapter, "LoRA adapter to apply to the checkpoint");
   ev->add_option("--data", e->data, "Examples (.jsonl); each last assistant message is the expected reply")->required();
-  ev->add_option("--max-tokens", e->max_tokens, "Longest reply to generate (default: the context length)")
+  ev->add_option("--max-tokens", e->max_tokens, "Longest reply to generate, in tokens (default: the context length)")
       ->check(at_least(1));
   ev->add_option("--show", e->show, "Print this many wrong replies")->capture_default_str()->check(at_least(0));
   ev->add_flag("--json", e->json, "Print one JSON object {examples, exact_match, accuracy, ended, failures}");

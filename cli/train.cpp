@@ -22,6 +22,7 @@
 #include "engine/error.h"
 #include "engine/memory.h"
 #include "engine/safetensors.h"
+#include "engine/tokenizer_files.h"
 #include "engine/trainer.h"
 #include "engine/training_loop.h"
 
@@ -34,7 +35,7 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 
 struct TrainArgs {
-  std::string preset = DefaultRun::preset, data, out, resume;
+  std::string preset = DefaultRun::preset, data, out, resume, tokenizer;
   int64_t steps = DefaultRun::steps, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
   int batch = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
   double lr = 0, dropout = 0, weight_decay = 0.1, min_lr_frac = 0.1;
@@ -122,7 +123,7 @@ std::string sample_text(Trainer& trainer, int n, uint64_t seed) {
   SamplingOptions opt;
   opt.temperature = 0.8;
   opt.seed = seed;
-  return decode(trainer.generate({}, n, opt));
+  return trainer.decode(trainer.generate({}, n, opt));
 }
 
 void run_train(const TrainArgs& a, CLI::App& cmd) {
@@ -147,6 +148,12 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     fixed("--d-model", a.d_model, mc.d_model);
     fixed("--heads", a.heads, mc.n_heads);
     fixed("--ctx", a.ctx, mc.ctx);
+    if (!a.tokenizer.empty()) {
+      const ModelTokenizer given_tok = ModelTokenizer::of(load_tokenizer(a.tokenizer));
+      check(given_tok.id() == trainer->tokenizer().id(),
+            "--tokenizer " + a.tokenizer + " (" + given_tok.id().describe() + ") differs from the checkpoint's (" +
+                trainer->tokenizer().id().describe() + "): it cannot change when resuming");
+    }
     // Built into the training program, and part of what makes a resumed run the same run.
     auto format_number = [](double v) {
       char buf[32];
@@ -158,6 +165,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
               ": it cannot change when resuming");
     if (given("--preset")) {
       ModelConfig p = find_preset(a.preset).model;
+      p.vocab_size = mc.vocab_size;  // the tokenizer's, checked above
       if (a.layers) p.n_layers = a.layers;
       if (a.d_model) p.d_model = a.d_model;
       if (a.heads) p.n_heads = a.heads;
@@ -190,6 +198,10 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     if (out.empty()) out = ".";
   } else {
     ModelConfig mc = find_preset(a.preset).model;
+    // The tokenizer sets the vocabulary (a byte-level model's is the presets' 256).
+    const ModelTokenizer tok =
+        a.tokenizer.empty() ? ModelTokenizer::bytes() : ModelTokenizer::of(load_tokenizer(a.tokenizer));
+    mc.vocab_size = tok.vocab_size();
     if (a.layers) mc.n_layers = a.layers;
     if (a.d_model) mc.d_model = a.d_model;
     if (a.heads) mc.n_heads = a.heads;
@@ -213,6 +225,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     opt.dropout = tc.dropout;
     check_training_fits(mc, opt, tc);  // before the weights are allocated and initialised
     trainer = std::make_unique<Trainer>(mc, tc);
+    trainer->set_tokenizer(tok);
     if (out.empty()) out = timestamp_dir();
   }
   TrainConfig& tc = trainer->train_config();
@@ -246,10 +259,16 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
         "nothing to do: the run is at step " + std::to_string(first) + " and --until is " + std::to_string(a.until));
   std::printf(
       "ptl train: %d layers, d %d, %d heads, ctx %d (%lld parameters), batch %d, %s lr %.2e, steps %lld..%lld\n"
-      "data: %s (%zu train / %zu val bytes)\nout: %s\n",
+      "data: %s (%zu train / %zu val bytes)\n",
       mc.n_layers, mc.d_model, mc.n_heads, mc.ctx, (long long)mc.param_count(), tc.batch, tc.schedule.c_str(), tc.lr,
       (long long)first + 1, (long long)last, tc.data_path.c_str(), trainer->corpus().train().size(),
-      trainer->corpus().val().size(), out.c_str());
+      trainer->corpus().val().size());
+  if (!trainer->tokenizer().is_bytes())
+    std::printf(
+        "tokens: %s: %zu train / %zu val tokens (%.2f bytes per token)\n", trainer->tokenizer().id().describe().c_str(),
+        trainer->corpus().train_tokens(), trainer->corpus().val_tokens(),
+        double(trainer->corpus().train().size()) / double(std::max<size_t>(1, trainer->corpus().train_tokens())));
+  std::printf("out: %s\n", out.c_str());
   std::fflush(stdout);
 
   TrainingLoop loop(*trainer, TrainingLoop::options_from(*trainer));
@@ -273,6 +292,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     if (rep.validation) {
       const EvalResult& val = *rep.validation;
       m["val_loss"] = val.loss;
+      m["val_bits_per_byte"] = val.bits_per_byte();
       char line[160];
       std::snprintf(line, sizeof line, "step %lld: train loss %.4f, val loss %.4f (perplexity %.2f, %.3f bits/byte)",
                     (long long)r.step, r.loss, val.loss, val.perplexity(), val.bits_per_byte());
@@ -364,6 +384,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--preset", a->preset, "Model preset: tiny, small, medium, large, xl, huge, massive, mega, behemoth")
       ->capture_default_str();
   cmd->add_option("--data", a->data, "Training text (default: TinyShakespeare from $PTL_DATA_DIR or ../shared/data)");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "Train over this tokenizer's tokens (the vocabulary is its size): a tokenizer.json, a folder with "
+                  "GPT-2's files, or a checkpoint (default: bytes, vocabulary 256; docs/tokenizers.md)");
   cmd->add_option("--steps", a->steps, "Total optimizer steps (the schedule spans these)")->capture_default_str();
   cmd->add_option("--until", a->until, "Stop after this step (the schedule still plans for --steps; resume later)")
       ->check(at_least(1));

@@ -23,6 +23,7 @@ std::vector<int> differentiable_inputs(OpKind kind) {
     case OpKind::cross_entropy:
       return {0};
     case OpKind::add:
+    case OpKind::cross_entropy_tied:
       return {0, 1};
     default:
       return {};
@@ -86,6 +87,14 @@ void append_backward(Program& p, int loss_id) {
       if (out != loss_id) continue;
       // The root: d loss / d logits, fused with the softmax.
       emit(OpKind::cross_entropy_backward, {in(op, 0), in(op, 1), op.outputs[1], in(op, 2)}, {in(op, 0)});
+      continue;
+    }
+    if (op.kind == OpKind::cross_entropy_tied) {
+      if (out != loss_id) continue;
+      // The root with the tied output projection: d loss / d x and d loss / d W, the chunks'
+      // logits recomputed from x and W (never stored).
+      emit(OpKind::cross_entropy_tied_backward, {in(op, 0), in(op, 1), in(op, 2), op.outputs[1], in(op, 3)},
+           {in(op, 0), in(op, 1)});
       continue;
     }
     if (!needs[out] || grad[out] == kNoTensor || !written[grad[out]]) continue;

@@ -48,11 +48,7 @@ CheckpointContents inspect_checkpoint(const SafeTensors& f, const std::string& w
   } catch (const Error& e) {
     fail(what + ": " + e.what());
   }
-  if (auto tok = f.metadata.find("tokenizer"); tok != f.metadata.end()) {
-    auto j = parse_meta_json(f, "tokenizer", what);
-    check(j.value("type", "") == "byte",
-          what + ": unsupported tokenizer '" + j.value("type", "?") + "' (this ptl has the byte-level tokenizer only)");
-  }
+  c.tokenizer = ModelTokenizer::read_metadata(f.metadata, c.model.vocab_size, what);
   if (f.metadata.count("train_config")) {
     const nlohmann::json train_json = parse_meta_json(f, "train_config", what);
     try {
@@ -151,9 +147,8 @@ ModelConfig infer_model_config(const SafeTensors& f, int heads, const std::strin
   } else {
     const Preset* match = nullptr;
     for (const Preset& p : presets())
-      if (p.model.vocab_size == mc.vocab_size && p.model.d_model == mc.d_model && p.model.ctx == mc.ctx &&
-          p.model.n_layers == mc.n_layers)
-        match = &p;
+      // (Any vocabulary: a BPE model of a preset's shape has that preset's heads.)
+      if (p.model.d_model == mc.d_model && p.model.ctx == mc.ctx && p.model.n_layers == mc.n_layers) match = &p;
     check(match != nullptr, what + ": the number of heads is not in the tensors' shapes and no preset has " +
                                 std::to_string(layers) + " layers, d " + std::to_string(mc.d_model) + " and ctx " +
                                 std::to_string(mc.ctx) + ": give it with --heads");
@@ -167,11 +162,11 @@ ModelConfig infer_model_config(const SafeTensors& f, int heads, const std::strin
   return mc;
 }
 
-SafeTensors with_checkpoint_metadata(SafeTensors f, const ModelConfig& config) {
+SafeTensors with_checkpoint_metadata(SafeTensors f, const ModelConfig& config, const ModelTokenizer* tokenizer) {
   f.metadata["format"] = "tinygpt";
   f.metadata["format_version"] = std::to_string(kCheckpointVersion);
   f.metadata["model_config"] = config.to_json().dump();
-  f.metadata["tokenizer"] = nlohmann::json{{"type", "byte"}, {"vocab_size", config.vocab_size}}.dump();
+  (tokenizer ? *tokenizer : ModelTokenizer::default_for(config.vocab_size)).write_metadata(f.metadata);
   f.metadata["created_by"] = kVersionString;
   return f;
 }

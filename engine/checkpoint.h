@@ -8,6 +8,7 @@
 
 #include "engine/config.h"
 #include "engine/model.h"
+#include "engine/model_tokenizer.h"
 #include "engine/rng.h"
 #include "engine/safetensors.h"
 
@@ -32,6 +33,7 @@ struct LossPoint {
 
 struct CheckpointContents {
   ModelConfig model;
+  ModelTokenizer tokenizer;          // metadata "tokenizer" (and "tokenizer_json"), validated against the model
   std::optional<TrainConfig> train;  // absent in a bare weights export from elsewhere
   TrainState state;
   std::vector<LossPoint> history;
@@ -39,7 +41,8 @@ struct CheckpointContents {
   std::string created_by;
 };
 
-// Reads and validates metadata and tensors: format and version, a valid config, every parameter
+// Reads and validates metadata and tensors: format and version, a valid config, the tokenizer
+// (one this ptl reads, with as many tokens as the model's vocabulary), every parameter
 // present with the exact shape and dtype, optimizer moments all or none, nothing unknown.
 // Throws ptl::Error naming the problem; `what` names the source (a path) in messages.
 CheckpointContents inspect_checkpoint(const SafeTensors& file, const std::string& what);
@@ -51,8 +54,10 @@ CheckpointContents inspect_checkpoint(const SafeTensors& file, const std::string
 // shapes (an error naming the choice when no preset has them).
 ModelConfig infer_model_config(const SafeTensors& file, int heads, const std::string& what);
 // The same file with the metadata of a ptl checkpoint (format, version, that config, the
-// tokenizer), ready for inspect_checkpoint / Trainer::from_checkpoint.
-SafeTensors with_checkpoint_metadata(SafeTensors file, const ModelConfig& config);
+// tokenizer: `tokenizer`, or bytes for a vocabulary of 256 and none otherwise), ready for
+// inspect_checkpoint / Trainer::from_checkpoint.
+SafeTensors with_checkpoint_metadata(SafeTensors file, const ModelConfig& config,
+                                     const ModelTokenizer* tokenizer = nullptr);
 
 std::string history_to_json(const std::vector<LossPoint>&);
 std::string sha256_hex(const std::vector<uint8_t>& bytes);

@@ -50,8 +50,8 @@ int64_t ModelConfig::param_count() const {
 }
 
 void ModelConfig::validate() const {
-  check(vocab_size >= 1 && vocab_size <= 65536,
-        "model config: vocab_size must be 1..65536, got " + std::to_string(vocab_size));
+  check(vocab_size >= 1 && vocab_size <= kMaxVocab,
+        "model config: vocab_size must be 1.." + std::to_string(kMaxVocab) + ", got " + std::to_string(vocab_size));
   check(n_layers >= 1 && n_layers <= 256, "model config: n_layers must be 1..256, got " + std::to_string(n_layers));
   check(d_model >= 1 && d_model <= 16384, "model config: d_model must be 1..16384, got " + std::to_string(d_model));
   check(n_heads >= 1, "model config: n_heads must be at least 1, got " + std::to_string(n_heads));

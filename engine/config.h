@@ -14,6 +14,9 @@ int64_t json_int(const nlohmann::json& v, int64_t lo, int64_t hi, const std::str
 uint64_t json_u64(const nlohmann::json& v, const std::string& what);  // the same, for [0, 2^64)
 
 struct ModelConfig {
+  // Token ids are 0 .. vocab_size - 1: 256 for the byte-level tokenizer, a BPE tokenizer's size
+  // otherwise. Any size up to kMaxVocab (the loss never holds [tokens, vocab] logits: chunked).
+  static constexpr int kMaxVocab = 65536;
   int vocab_size = 256;
   int n_layers = 3;
   int d_model = 96;

@@ -1,5 +1,6 @@
 #include "engine/data.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +46,8 @@ std::string printable_utf8(const std::string& s) {
   return out;
 }
 
-Corpus::Corpus(std::string bytes, int ctx, double val_fraction, const std::string& name) : ctx_(ctx) {
+Corpus::Corpus(std::string bytes, int ctx, double val_fraction, const std::string& name, const Tokenizer* tokenizer)
+    : ctx_(ctx) {
   check(!bytes.empty(), name + ": the corpus is empty");
   check(ctx >= 1, name + ": the context length must be at least 1, got " + std::to_string(ctx));
   // (NaN fails both comparisons.)
@@ -53,6 +55,23 @@ Corpus::Corpus(std::string bytes, int ctx, double val_fraction, const std::strin
   const size_t n_val = size_t(double(bytes.size()) * val_fraction);
   const size_t n_train = bytes.size() - n_val;
   const size_t need = size_t(ctx) + 1;
+  bpe_ = tokenizer != nullptr && !tokenizer->is_bytes();
+  if (bpe_) {
+    train_ = bytes.substr(0, n_train);
+    val_ = bytes.substr(n_train);
+    train_ids_ = tokenizer->encode(train_);
+    val_ids_ = tokenizer->encode(val_);
+    check(train_ids_.size() >= need, name + ": corpus too small: its training split (" + std::to_string(n_train) +
+                                         " bytes) is " + std::to_string(train_ids_.size()) +
+                                         " tokens, but a context of " + std::to_string(ctx) + " needs windows of " +
+                                         std::to_string(need) + " tokens");
+    check(n_val == 0 || val_ids_.size() >= need,
+          name + ": corpus too small: its validation split (last " + std::to_string(int(val_fraction * 100)) + "%, " +
+              std::to_string(n_val) + " bytes) is " + std::to_string(val_ids_.size()) +
+              " tokens, fewer than one window of " + std::to_string(need) + " tokens for a context of " +
+              std::to_string(ctx));
+    return;
+  }
   check(n_train >= need, name + ": corpus too small: " + std::to_string(bytes.size()) +
                              " bytes gives a training split of " + std::to_string(n_train) +
                              " bytes, but a context of " + std::to_string(ctx) + " needs windows of " +
@@ -65,27 +84,46 @@ Corpus::Corpus(std::string bytes, int ctx, double val_fraction, const std::strin
   val_ = bytes.substr(n_train);
 }
 
-static Batch windows(const std::string& text, Rng& rng, int batch, int ctx) {
+namespace {
+
+// `size` tokens, token k = at(k): B windows [s, s + ctx] at starts drawn from `rng`.
+template <class At>
+Batch windows(size_t size, At at, Rng& rng, int batch, int ctx) {
   check(batch >= 1, "batch must be at least 1, got " + std::to_string(batch));
   Batch b{batch, ctx, std::vector<int32_t>(size_t(batch) * ctx), std::vector<int32_t>(size_t(batch) * ctx)};
-  const uint64_t starts = text.size() - size_t(ctx);  // window [s, s + ctx] inclusive
+  const uint64_t starts = size - size_t(ctx);  // window [s, s + ctx] inclusive
   for (int i = 0; i < batch; ++i) {
     const size_t s = rng.below(starts);
     for (int t = 0; t < ctx; ++t) {
-      b.inputs[size_t(i) * ctx + t] = static_cast<unsigned char>(text[s + t]);
-      b.targets[size_t(i) * ctx + t] = static_cast<unsigned char>(text[s + t + 1]);
+      b.inputs[size_t(i) * ctx + t] = at(s + t);
+      b.targets[size_t(i) * ctx + t] = at(s + t + 1);
     }
   }
   return b;
 }
 
-Batch Corpus::sample_train(Rng& rng, int batch) const { return windows(train_, rng, batch, ctx_); }
+Batch windows(const std::string& text, Rng& rng, int batch, int ctx) {
+  return windows(
+      text.size(), [&](size_t k) { return int32_t(static_cast<unsigned char>(text[k])); }, rng, batch, ctx);
+}
+
+Batch windows(const std::vector<int32_t>& ids, Rng& rng, int batch, int ctx) {
+  return windows(
+      ids.size(), [&](size_t k) { return ids[k]; }, rng, batch, ctx);
+}
+
+}  // namespace
+
+Batch Corpus::sample_train(Rng& rng, int batch) const {
+  return bpe_ ? windows(train_ids_, rng, batch, ctx_) : windows(train_, rng, batch, ctx_);
+}
 
 std::vector<Batch> Corpus::val_batches(int batch, int count) const {
   check(has_val(), "this corpus has no validation split");
   Rng rng(0x5eed0fda7a5e7u);  // fixed: the same windows for every run
   std::vector<Batch> out;
-  for (int i = 0; i < count; ++i) out.push_back(windows(val_, rng, batch, ctx_));
+  for (int i = 0; i < count; ++i)
+    out.push_back(bpe_ ? windows(val_ids_, rng, batch, ctx_) : windows(val_, rng, batch, ctx_));
   return out;
 }
 
@@ -100,6 +138,20 @@ std::vector<Batch> text_windows(const std::string& bytes, int ctx) {
       b.inputs[t] = static_cast<unsigned char>(bytes[s + t]);
       b.targets[t] = static_cast<unsigned char>(bytes[s + t + 1]);
     }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::vector<Batch> text_windows(const std::vector<int32_t>& ids, int ctx) {
+  check(ids.size() >= 2, "text too short to evaluate: it is " + std::to_string(ids.size()) +
+                             " token(s) under the model's tokenizer, and it needs at least 2");
+  check(ctx >= 1, "the context length must be at least 1, got " + std::to_string(ctx));
+  std::vector<Batch> out;
+  for (size_t s = 0; s + 1 < ids.size(); s += size_t(ctx)) {
+    const int T = int(std::min<size_t>(ctx, ids.size() - 1 - s));
+    Batch b{1, T, std::vector<int32_t>(ids.begin() + s, ids.begin() + s + T),
+            std::vector<int32_t>(ids.begin() + s + 1, ids.begin() + s + 1 + T)};
     out.push_back(std::move(b));
   }
   return out;

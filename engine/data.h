@@ -1,11 +1,12 @@
 #pragma once
-// Text corpora as byte tokens: the 90/10 split, seeded random training windows, the fixed
-// validation windows, and where to find TinyShakespeare.
+// Text corpora as tokens (bytes, or the ids of a BPE tokenizer): the 90/10 split, seeded random
+// training windows, the fixed validation windows, and where to find TinyShakespeare.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "engine/rng.h"
+#include "engine/tokenizer.h"
 
 namespace ptl {
 
@@ -24,15 +25,21 @@ struct Batch {
 class Corpus {
  public:
   // Splits `bytes` contiguously: the first (1 - val_fraction) for training, the rest for
-  // validation. `ctx` is the window length; each split must hold at least ctx + 1 bytes.
-  Corpus(std::string bytes, int ctx, double val_fraction = 0.1, const std::string& name = "corpus");
+  // validation. `ctx` is the window length; each split must hold at least ctx + 1 tokens.
+  // With a BPE `tokenizer` the split is still by bytes (the spec's: the last 10% of the file is
+  // validation), and each side is encoded on its own; without one (or with the byte tokenizer)
+  // a token is a byte.
+  Corpus(std::string bytes, int ctx, double val_fraction = 0.1, const std::string& name = "corpus",
+         const Tokenizer* tokenizer = nullptr);
 
-  const std::string& train() const { return train_; }
+  const std::string& train() const { return train_; }  // the bytes of each split
   const std::string& val() const { return val_; }
+  size_t train_tokens() const { return bpe_ ? train_ids_.size() : train_.size(); }
+  size_t val_tokens() const { return bpe_ ? val_ids_.size() : val_.size(); }
   bool has_val() const { return !val_.empty(); }
   int ctx() const { return ctx_; }
 
-  // B random windows of ctx + 1 bytes from the training split, drawn from `rng`.
+  // B random windows of ctx + 1 tokens from the training split, drawn from `rng`.
   Batch sample_train(Rng& rng, int batch) const;
   // The fixed validation windows: `count` windows from a generator with a fixed seed, so
   // every run (and every resume) measures on the same text.
@@ -40,12 +47,15 @@ class Corpus {
 
  private:
   std::string train_, val_;
+  bool bpe_ = false;                          // windows over the ids below, not the bytes
+  std::vector<int32_t> train_ids_, val_ids_;  // BPE only: each split encoded
   int ctx_;
 };
 
 // Consecutive non-overlapping windows covering a whole text (for `ptl eval --data`): each token
 // after the first is predicted exactly once; the last window may be shorter.
 std::vector<Batch> text_windows(const std::string& bytes, int ctx);
+std::vector<Batch> text_windows(const std::vector<int32_t>& ids, int ctx);  // the same over token ids
 
 std::string read_text_file(const std::string& path);  // throws naming the path if missing/empty
 // TinyShakespeare: $PTL_DATA_DIR/tinyshakespeare.txt, then ../shared/data (from the working

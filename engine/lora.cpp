@@ -165,6 +165,9 @@ AdapterContents inspect_adapter(const SafeTensors& f, const std::string& what) {
     const std::string m = e.what();
     fail(m.starts_with(what) ? m : what + ": " + m);
   }
+  // The base's tokenizer identity (absent: a byte-level base, as adapters were before BPE).
+  c.tokenizer = f.metadata.count("tokenizer") ? TokenizerId::from_json(meta_json(f, "tokenizer", what), what)
+                                              : TokenizerId::from_json(nlohmann::json{{"type", "byte"}}, what);
   auto sha = f.metadata.find("base_sha256");
   check(sha != f.metadata.end() && sha->second.size() == 64, what + ": adapter metadata lacks the base's sha256");
   c.base_sha256 = sha->second;

@@ -1,7 +1,8 @@
 #pragma once
 // LoRA adapter files (docs/post-training.md): a safetensors file holding only the adapter
 // tensors (blocks.{i}.attn.q_proj.lora_A [r, in], .lora_B [out, r], ...) and metadata that ties
-// them to the exact base checkpoint they were trained on (its sha256 and model config).
+// them to the exact base checkpoint they were trained on (its sha256, model config and
+// tokenizer identity).
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -44,6 +45,7 @@ std::vector<LoraUpdate> lora_updates(const ModelConfig&, const LoraConfig&);
 
 struct AdapterContents {
   ModelConfig base_model;   // the config of the base it was trained on
+  TokenizerId tokenizer;    // the base's tokenizer (metadata "tokenizer")
   std::string base_sha256;  // sha256 of the base checkpoint file's bytes
   LoraConfig lora;
   std::optional<TrainConfig> train;

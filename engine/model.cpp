@@ -237,13 +237,13 @@ void init_parameter(const ModelConfig& cfg, const TensorInfo& t, uint64_t seed, 
   for (int64_t i = 0; i < n; ++i) out[i] = float(std * rng.normal());
 }
 
-int build_forward(Program& p, const ModelConfig& cfg, const BuildOptions& opt) {
+int build_features(Program& p, const ModelConfig& cfg, const BuildOptions& opt) {
   Builder b{p, cfg, opt};
   if (p.name == "train") {  // dropout regularises training; every other program is deterministic
     b.drop = opt.dropout;
     b.lora_drop = opt.lora.enabled() ? opt.lora.dropout : 0.0;
   }
-  const int64_t B = opt.batch, T = opt.seq ? opt.seq : cfg.ctx, V = cfg.vocab_size, C = cfg.d_model;
+  const int64_t B = opt.batch, T = opt.seq ? opt.seq : cfg.ctx, C = cfg.d_model;
   check(B >= 1, "batch must be at least 1");
   check(T >= 1 && T <= cfg.ctx,
         "sequence length " + std::to_string(T) + " exceeds the context " + std::to_string(cfg.ctx));
@@ -259,21 +259,29 @@ int build_forward(Program& p, const ModelConfig& cfg, const BuildOptions& opt) {
   p.add_op(OpKind::embedding, {tokens, tok_emb, b.param("pos_emb.weight"), b.pos0}, {x});
   x = b.dropout(x, b.drop, "emb.drop");
   for (int i = 0; i < cfg.n_layers; ++i) x = b.block(x, i);
-  x = b.layernorm(x, "ln_f");
+  return b.layernorm(x, "ln_f");
+}
+
+int build_forward(Program& p, const ModelConfig& cfg, const BuildOptions& opt) {
+  const int x = build_features(p, cfg, opt);
+  const int64_t rows = p.tensor(x).shape[0] * p.tensor(x).shape[1];  // x is [B, T, C]
   // Weight tying: the output projection is the token embedding, transposed.
-  int logits = b.act("logits", {B * T, V});
-  p.add_op(OpKind::linear, {x, tok_emb, kNoTensor}, {logits});
+  int logits = p.add_tensor({"logits", TensorKind::activation, DType::f32, {rows, cfg.vocab_size}});
+  p.add_op(OpKind::linear, {x, p.id("tok_emb.weight"), kNoTensor}, {logits});
   return logits;
 }
 
 namespace {
-int add_loss(Program& p, const BuildOptions& opt, int logits) {
+// The loss of the features x (ln_f's output): the tied output projection and the cross-entropy
+// in one op, over chunks of the vocabulary, so that no [B*T, V] logits tensor exists (docs/model.md,
+// "Loss"); its backward recomputes the chunks' logits.
+int add_loss(Program& p, const BuildOptions& opt, int x) {
   const int64_t B = opt.batch, T = p.tensor(p.id("tokens")).shape[1];
   int targets = p.add_tensor({"targets", TensorKind::input, DType::i32, {B, T}});
   int mask = opt.loss_mask ? p.add_tensor({"loss_mask", TensorKind::input, DType::f32, {B, T}}) : kNoTensor;
   int loss = p.add_tensor({"loss", TensorKind::activation, DType::f32, {1}});
   int lse = p.add_tensor({"loss.lse", TensorKind::activation, DType::f32, {B * T}});
-  p.add_op(OpKind::cross_entropy, {logits, targets, mask}, {loss, lse});
+  p.add_op(OpKind::cross_entropy_tied, {x, p.id("tok_emb.weight"), targets, mask}, {loss, lse});
   return loss;
 }
 }  // namespace
@@ -288,7 +296,7 @@ Program build_forward_program(const ModelConfig& cfg, const BuildOptions& opt) {
 Program build_eval_program(const ModelConfig& cfg, const BuildOptions& opt) {
   Program p;
   p.name = "eval";
-  add_loss(p, opt, build_forward(p, cfg, opt));
+  add_loss(p, opt, build_features(p, cfg, opt));
   return p;
 }
 
@@ -297,7 +305,7 @@ Program build_train_program(const ModelConfig& cfg, const BuildOptions& opt, con
   p.name = "train";
   BuildOptions with_dropout = opt;
   with_dropout.dropout = tc.dropout;
-  int loss = add_loss(p, opt, build_forward(p, cfg, with_dropout));
+  int loss = add_loss(p, opt, build_features(p, cfg, with_dropout));
   append_backward(p, loss);
 
   // Global gradient-norm clipping and AdamW, one update op per trainable parameter.

@@ -46,13 +46,16 @@ std::vector<TensorInfo> parameter_list(const ModelConfig&, const LoraConfig& = {
 // projections, zero biases, unit LayerNorm gains; LoRA A Kaiming-uniform, B zero).
 void init_parameter(const ModelConfig&, const TensorInfo&, uint64_t seed, float* out);
 
-// Forward pass on tokens [B, T] -> logits [B*T, V]; returns the logits tensor id.
-// Tensor names: inputs "tokens", "targets", "loss_mask"; outputs "logits", "loss".
+// The forward pass up to the final LayerNorm: tokens [B, T] -> "ln_f.out" [B, T, d]; returns its id.
+int build_features(Program&, const ModelConfig&, const BuildOptions&);
+// The same, then the tied output projection: -> "logits" [B*T, V]; returns the logits' id.
 int build_forward(Program&, const ModelConfig&, const BuildOptions&);
 
-// The programs a backend runs.
+// The programs a backend runs. The loss programs (eval, train) hold no logits: their
+// cross_entropy_tied op computes the tied projection and the loss over chunks of the vocabulary.
+// Tensor names: inputs "tokens", "targets", "loss_mask"; outputs "logits" (forward), "loss".
 Program build_forward_program(const ModelConfig&, const BuildOptions&);  // logits only
-Program build_eval_program(const ModelConfig&, const BuildOptions&);     // logits + loss
+Program build_eval_program(const ModelConfig&, const BuildOptions&);     // loss (and loss.lse)
 // Forward + loss + backward + gradient norm + AdamW. Inputs: "tokens", "targets", ["loss_mask"],
 // "optim.hparams" f32[2] = {learning rate, 1-based step}, and with dropout (tc.dropout or the
 // LoRA dropout above 0) "dropout.seed" i32[2] = {dropout::key_of(seed), 1-based step}.

@@ -34,6 +34,8 @@ constexpr const char* kOpNames[] = {
     "dropout_backward",
     "cross_entropy",
     "cross_entropy_backward",
+    "cross_entropy_tied",
+    "cross_entropy_tied_backward",
     "grad_norm",
     "adamw",
 };

@@ -74,8 +74,14 @@ enum class OpKind {
   dropout_backward,        // in: dy, dropout.seed                    out: dx (the same mask)
   cross_entropy,           // in: logits[M,V], targets [, mask]       out: loss[1], lse[M]
   cross_entropy_backward,  // in: logits, targets, lse [, mask]       out: dlogits
-  grad_norm,               // in: every gradient                      out: norm[1]
-  adamw,                   // in: param, grad, m, v, norm, hparams    out: param, m, v (in place)
+  // The tied output projection and the cross-entropy in one op, over chunks of the vocabulary
+  // (the logits x W^T are never stored whole; W is the token embedding [V, C]):
+  //   cross_entropy_tied           in: x[M,C], W[V,C], targets [, mask]  out: loss[1], lse[M]
+  //   cross_entropy_tied_backward  in: x, W, targets, lse [, mask]       out: dx, dW (logits recomputed)
+  cross_entropy_tied,
+  cross_entropy_tied_backward,
+  grad_norm,  // in: every gradient                      out: norm[1]
+  adamw,      // in: param, grad, m, v, norm, hparams    out: param, m, v (in place)
 };
 
 const char* to_string(OpKind);

@@ -14,30 +14,68 @@ bool blank(const std::string& s) { return s.find_first_not_of(" \t\r") == std::s
 
 }  // namespace
 
+namespace {
+
+// The template's parts in order, each with whether the loss counts it.
+std::vector<std::pair<std::string, bool>> chat_parts(const std::vector<ChatMessage>& messages) {
+  std::vector<std::pair<std::string, bool>> parts;
+  for (const auto& m : messages) {
+    parts.emplace_back("<|" + m.role + "|>\n", false);
+    if (m.role == "assistant") {
+      parts.emplace_back(m.content, true);
+      parts.emplace_back(std::string(kChatEnd) + "\n", true);
+    } else {
+      parts.emplace_back(m.content + "\n", false);
+    }
+  }
+  return parts;
+}
+
+std::vector<std::pair<std::string, bool>> prompt_parts(const SftExample& e) {
+  check(!e.messages.empty() && e.messages.back().role == "assistant",
+        "a chat example must end with the assistant's reply");
+  auto parts = chat_parts(std::vector<ChatMessage>(e.messages.begin(), e.messages.end() - 1));
+  parts.emplace_back("<|assistant|>\n", false);
+  return parts;
+}
+
+std::vector<int32_t> encode_parts(const std::vector<std::pair<std::string, bool>>& parts, const Tokenizer& tokenizer,
+                                  std::vector<uint8_t>* trained) {
+  std::vector<int32_t> ids;
+  if (trained) trained->clear();
+  for (const auto& [text, loss] : parts) {
+    const size_t before = ids.size();
+    tokenizer.encode_append(text, ids, /*allow_special=*/false);
+    if (trained) trained->insert(trained->end(), ids.size() - before, loss ? 1 : 0);
+  }
+  return ids;
+}
+
+}  // namespace
+
 std::string render_chat(const std::vector<ChatMessage>& messages, std::vector<uint8_t>* trained) {
   std::string out;
   if (trained) trained->clear();
-  auto put = [&](const std::string& s, bool loss) {
-    out += s;
-    if (trained) trained->insert(trained->end(), s.size(), loss ? 1 : 0);
-  };
-  for (const auto& m : messages) {
-    put("<|" + m.role + "|>\n", false);
-    if (m.role == "assistant") {
-      put(m.content, true);
-      put(std::string(kChatEnd) + "\n", true);
-    } else {
-      put(m.content + "\n", false);
-    }
+  for (const auto& [text, loss] : chat_parts(messages)) {
+    out += text;
+    if (trained) trained->insert(trained->end(), text.size(), loss ? 1 : 0);
   }
   return out;
 }
 
 std::string chat_prompt(const SftExample& e) {
-  check(!e.messages.empty() && e.messages.back().role == "assistant",
-        "a chat example must end with the assistant's reply");
-  std::vector<ChatMessage> before(e.messages.begin(), e.messages.end() - 1);
-  return render_chat(before) + "<|assistant|>\n";
+  std::string out;
+  for (const auto& part : prompt_parts(e)) out += part.first;
+  return out;
+}
+
+std::vector<int32_t> render_chat_tokens(const std::vector<ChatMessage>& messages, const Tokenizer& tokenizer,
+                                        std::vector<uint8_t>* trained) {
+  return encode_parts(chat_parts(messages), tokenizer, trained);
+}
+
+std::vector<int32_t> chat_prompt_tokens(const SftExample& e, const Tokenizer& tokenizer) {
+  return encode_parts(prompt_parts(e), tokenizer, nullptr);
 }
 
 const std::string& chat_reply(const SftExample& e) {
@@ -46,10 +84,11 @@ const std::string& chat_reply(const SftExample& e) {
   return e.messages.back().content;
 }
 
-std::vector<SftExample> parse_sft_jsonl(const std::string& text, const std::string& what) {
+std::vector<SftExample> parse_sft_jsonl(const std::string& text, const std::string& what, const TokenizerId* expect) {
   std::vector<SftExample> out;
   size_t pos = 0;
   int line_no = 0;
+  bool first = true;  // no example or declaration read yet
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
@@ -68,6 +107,16 @@ std::vector<SftExample> parse_sft_jsonl(const std::string& text, const std::stri
       fail(where + "not valid JSON (a number out of range)");
     }
     check(j.is_object(), where + "expected a JSON object {\"prompt\", \"response\"} or {\"messages\": [...]}");
+    if (first && j.size() == 1 && j.contains("tokenizer")) {
+      // The tokenizer the examples were prepared for (sft.h).
+      first = false;
+      const TokenizerId declared = TokenizerId::from_json(j["tokenizer"], where.substr(0, where.size() - 2));
+      if (expect)
+        check(declared == *expect, where + "the examples were prepared for " + declared.describe() +
+                                       ", but the model reads " + expect->describe());
+      continue;
+    }
+    first = false;
     SftExample ex;
     ex.line = line_no;
     auto text_field = [&](const nlohmann::json& obj, const char* key, const std::string& ctx) -> std::string {
@@ -102,44 +151,57 @@ std::vector<SftExample> parse_sft_jsonl(const std::string& text, const std::stri
   return out;
 }
 
-std::vector<SftExample> read_sft_file(const std::string& path) { return parse_sft_jsonl(read_text_file(path), path); }
+std::vector<SftExample> read_sft_file(const std::string& path, const TokenizerId* expect) {
+  return parse_sft_jsonl(read_text_file(path), path, expect);
+}
 
-SftData::SftData(const std::vector<SftExample>& examples, int ctx, double val_fraction, const std::string& what)
-    : ctx_(ctx) {
+SftData::SftData(const std::vector<SftExample>& examples, int ctx, double val_fraction, const std::string& what,
+                 const ModelTokenizer& tokenizer)
+    : ctx_(ctx), tokenizer_(tokenizer.id()) {
   check(!examples.empty(), what + ": no examples");
   check(val_fraction >= 0 && val_fraction < 1, "validation fraction must be in [0, 1)");
   check(ctx >= 1, what + ": the context length must be at least 1, got " + std::to_string(ctx));
   const size_t n_val = size_t(double(examples.size()) * val_fraction);
   const size_t n_train = examples.size() - n_val;
+  const Tokenizer& tok = tokenizer.text();
+  const char* unit = tokenizer.is_bytes() ? " bytes" : " tokens";
   for (size_t i = 0; i < examples.size(); ++i) {
     Rendered r;
-    r.bytes = render_chat(examples[i].messages, &r.trained);
+    r.ids = render_chat_tokens(examples[i].messages, tok, &r.trained);
+    for (int32_t id : r.ids) r.bytes += tok.token_bytes(id).size();
     const std::string where =
         examples[i].line ? at_line(what, examples[i].line) : what + " example " + std::to_string(i + 1) + ": ";
-    check(r.bytes.size() <= size_t(ctx) + 1, where + "the example is " + std::to_string(r.bytes.size()) +
-                                                 " bytes with the chat template, longer than one "
-                                                 "context window (ctx + 1 = " +
-                                                 std::to_string(ctx + 1) +
-                                                 " bytes); shorten it or use a model with a longer context");
+    check(r.ids.size() <= size_t(ctx) + 1, where + "the example is " + std::to_string(r.ids.size()) + unit +
+                                               " with the chat template, longer than one "
+                                               "context window (ctx + 1 = " +
+                                               std::to_string(ctx + 1) + unit +
+                                               "); shorten it or use a model with a longer context");
     (i < n_train ? train_ : val_).push_back(std::move(r));
   }
 }
 
 int64_t SftData::train_bytes() const {
   int64_t n = 0;
-  for (const auto& r : train_) n += int64_t(r.bytes.size());
+  for (const auto& r : train_) n += int64_t(r.bytes);
   return n;
 }
 
-void SftData::fill_row(Batch& b, int row, const std::string& bytes, const std::vector<uint8_t>& trained, int ctx) {
-  // Row of ctx + 1 bytes (padded with 0): inputs are the first ctx, targets the last ctx, and a
-  // target counts when its byte is trained.
+int64_t SftData::train_tokens() const {
+  int64_t n = 0;
+  for (const auto& r : train_) n += int64_t(r.ids.size());
+  return n;
+}
+
+void SftData::fill_row(Batch& b, int row, const std::vector<int32_t>& ids, const std::vector<uint8_t>& trained,
+                       int ctx) {
+  // Row of ctx + 1 tokens (padded with 0): inputs are the first ctx, targets the last ctx, and a
+  // target counts when its token is trained.
   const size_t base = size_t(row) * ctx;
   for (int t = 0; t < ctx; ++t) {
     const size_t i = size_t(t), j = size_t(t) + 1;
-    b.inputs[base + t] = i < bytes.size() ? static_cast<unsigned char>(bytes[i]) : 0;
-    b.targets[base + t] = j < bytes.size() ? static_cast<unsigned char>(bytes[j]) : 0;
-    b.mask[base + t] = j < bytes.size() && trained[j] ? 1.0f : 0.0f;
+    b.inputs[base + t] = i < ids.size() ? ids[i] : 0;
+    b.targets[base + t] = j < ids.size() ? ids[j] : 0;
+    b.mask[base + t] = j < ids.size() && trained[j] ? 1.0f : 0.0f;
   }
 }
 
@@ -148,7 +210,7 @@ Batch SftData::sample_train(Rng& rng, int batch) {
   Batch b{batch, ctx_, std::vector<int32_t>(size_t(batch) * ctx_), std::vector<int32_t>(size_t(batch) * ctx_),
           std::vector<float>(size_t(batch) * ctx_)};
   for (int row = 0; row < batch; ++row) {
-    std::string bytes;
+    std::vector<int32_t> ids;
     std::vector<uint8_t> trained;
     for (;;) {
       if (cursor_ == order_.size()) {
@@ -160,22 +222,22 @@ Batch SftData::sample_train(Rng& rng, int batch) {
         ++epoch_;
       }
       const Rendered& r = train_[order_[cursor_]];
-      if (bytes.size() + r.bytes.size() > size_t(ctx_) + 1) break;  // starts the next row
-      bytes += r.bytes;
+      if (ids.size() + r.ids.size() > size_t(ctx_) + 1) break;  // starts the next row
+      ids.insert(ids.end(), r.ids.begin(), r.ids.end());
       trained.insert(trained.end(), r.trained.begin(), r.trained.end());
       ++cursor_;
     }
-    fill_row(b, row, bytes, trained, ctx_);
+    fill_row(b, row, ids, trained, ctx_);
   }
   return b;
 }
 
 std::vector<Batch> SftData::pack(const std::vector<const Rendered*>& examples, int ctx, int batch) {
   check(batch >= 1, "batch must be at least 1, got " + std::to_string(batch));
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> rows;
+  std::vector<std::pair<std::vector<int32_t>, std::vector<uint8_t>>> rows;
   for (const Rendered* r : examples) {
-    if (rows.empty() || rows.back().first.size() + r->bytes.size() > size_t(ctx) + 1) rows.emplace_back();
-    rows.back().first += r->bytes;
+    if (rows.empty() || rows.back().first.size() + r->ids.size() > size_t(ctx) + 1) rows.emplace_back();
+    rows.back().first.insert(rows.back().first.end(), r->ids.begin(), r->ids.end());
     rows.back().second.insert(rows.back().second.end(), r->trained.begin(), r->trained.end());
   }
   std::vector<Batch> out;
@@ -186,7 +248,7 @@ std::vector<Batch> SftData::pack(const std::vector<const Rendered*>& examples, i
       if (i + row < rows.size())
         fill_row(b, row, rows[i + row].first, rows[i + row].second, ctx);
       else
-        fill_row(b, row, "", {}, ctx);
+        fill_row(b, row, {}, {}, ctx);
     }
     out.push_back(std::move(b));
   }

@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/json_text.h"
+#include "engine/model_tokenizer.h"
 #include "engine/safetensors.h"
 
 namespace ptl {
@@ -199,10 +200,9 @@ Tokenizer load_tokenizer(const std::string& path) {
     }
     fail(path + ": no tokenizer.json, vocab.json + merges.txt or encoder.json + vocab.bpe in this folder");
   }
-  if (path.ends_with(".tinygpt"))
-    fail(path +
-         " is a checkpoint of a byte-level model, which has no BPE tokenizer (a model reads bytes; "
-         "checkpoints do not record tokenizers yet)");
+  // A checkpoint records its model's tokenizer (engine/model_tokenizer.h).
+  if (path.ends_with(".tinygpt") || path.ends_with(".safetensors") || path.ends_with(".tinygpt-lora"))
+    return checkpoint_tokenizer(path);
   return tokenizer_from_json(read_tokenizer_file(path), path);
 }
 

@@ -18,8 +18,9 @@ Tokenizer tokenizer_from_json(std::string_view json, const std::string& name);
 Tokenizer tokenizer_from_vocab_merges(std::string_view vocab_json, std::string_view merges_txt,
                                       const std::string& vocab_name, const std::string& merges_name);
 
-// A tokenizer.json file, or a folder holding tokenizer.json, vocab.json + merges.txt or
-// encoder.json + vocab.bpe (looked for in that order).
+// A tokenizer.json file, a folder holding tokenizer.json, vocab.json + merges.txt or
+// encoder.json + vocab.bpe (looked for in that order), or a checkpoint (.tinygpt or
+// .safetensors: the tokenizer it records; bytes for a byte-level model).
 Tokenizer load_tokenizer(const std::string& path);
 
 // Writes `t.to_json()` to `path` (through a temporary file, so a failed write leaves no half file).

@@ -12,9 +12,13 @@
 namespace ptl {
 
 double EvalResult::perplexity() const { return std::exp(loss); }
-double EvalResult::bits_per_byte() const { return loss / std::log(2.0); }
+// loss * tokens nats over `bytes` bytes; a byte-level model's ratio is exactly 1.
+double EvalResult::bits_per_byte() const {
+  return bytes > 0 ? loss / std::log(2.0) * (double(tokens) / bytes) : loss / std::log(2.0);
+}
 
-Trainer::Trainer(const ModelConfig& model, const TrainConfig& train) : model_(model), train_(train) {
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train)
+    : model_(model), tokenizer_(ModelTokenizer::default_for(model.vocab_size)), train_(train) {
   model_.validate();
   train_.validate();
   state_.data_rng = rng_for(train_.seed, "data");
@@ -37,7 +41,9 @@ void Trainer::load_checkpoint(const std::vector<uint8_t>& bytes, const std::stri
                     s.shape};
     std::memcpy(store.get_or_create(info), s.data.data(), s.data.size());
   }
+  const bool same_tokens = c.tokenizer.id() == tokenizer_.id();
   model_ = c.model;
+  tokenizer_ = std::move(c.tokenizer);
   train_ = c.train.value_or(TrainConfig{});
   state_ = c.state;
   if (!c.train) state_.data_rng = rng_for(train_.seed, "data");
@@ -48,12 +54,13 @@ void Trainer::load_checkpoint(const std::vector<uint8_t>& bytes, const std::stri
   auto merged = file.metadata.find("lora_merged");
   lora_merged_ = merged == file.metadata.end() ? "" : merged->second;
   drop_programs();
-  if (corpus_ && corpus_->ctx() != model_.ctx) corpus_.reset();
-  if (sft_ && sft_->ctx() != model_.ctx) sft_.reset();
+  // Data encoded by another tokenizer, or windowed for another context, no longer fits.
+  if (corpus_ && (corpus_->ctx() != model_.ctx || !same_tokens)) corpus_.reset();
+  if (sft_ && (sft_->ctx() != model_.ctx || !same_tokens)) sft_.reset();
 }
 
 std::vector<uint8_t> Trainer::save_checkpoint(bool with_optimizer) const {
-  SafeTensors f = with_checkpoint_metadata({}, model_);  // format, version, model, tokenizer, created_by
+  SafeTensors f = with_checkpoint_metadata({}, model_, &tokenizer_);  // format, version, model, tokenizer, created_by
   f.metadata["train_config"] = train_.to_json().dump();
   f.metadata["train_state"] = nlohmann::json{
       {"step", state_.step},
@@ -79,11 +86,41 @@ void Trainer::drop_programs() {
   inspect_exec_.reset();
   gen_.reset();  // its KV cache and program are gone
   eval_execs_.clear();
-  last_eval_ = nullptr;
+  forward_execs_.clear();
 }
 
+void Trainer::set_tokenizer(ModelTokenizer tokenizer) {
+  check(tokenizer.vocab_size() == model_.vocab_size, "the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+                                                         " tokens but the model's vocab_size is " +
+                                                         std::to_string(model_.vocab_size) + " (they must be equal)");
+  if (!(tokenizer.id() == tokenizer_.id())) {
+    corpus_.reset();
+    sft_.reset();
+    gen_.reset();
+  }
+  tokenizer_ = std::move(tokenizer);
+}
+
+std::vector<int32_t> Trainer::encode(std::string_view text) const { return tokenizer_.text().encode(text); }
+
+std::string Trainer::decode(std::span<const int32_t> ids) const { return tokenizer_.text().decode(ids); }
+
 void Trainer::set_corpus(std::string bytes, const std::string& name, double val_fraction) {
-  corpus_ = std::make_unique<Corpus>(std::move(bytes), model_.ctx, val_fraction, name);
+  corpus_ = std::make_unique<Corpus>(std::move(bytes), model_.ctx, val_fraction, name, &tokenizer_.text());
+}
+
+double Trainer::target_bytes(const Batch& b) const {
+  if (!tokenizer_.reads_text()) return 0;
+  const Tokenizer& t = tokenizer_.text();
+  double n = 0;
+  for (size_t i = 0; i < b.targets.size(); ++i) {
+    const double w = b.mask.empty() ? 1.0 : double(b.mask[i]);
+    if (w == 0) continue;
+    // A byte model's token is one byte. (An id outside the vocabulary already failed in the loss.)
+    const int32_t id = b.targets[i];
+    n += w * (t.is_bytes() ? 1.0 : t.has_token(id) ? double(t.token_bytes(id).size()) : 0.0);
+  }
+  return n;
 }
 
 const Corpus& Trainer::corpus() const {
@@ -225,13 +262,22 @@ double Trainer::batch_loss(const Batch& batch) {
   std::memcpy(ex.i32("targets"), batch.targets.data(), batch.targets.size() * 4);
   if (!batch.mask.empty()) std::memcpy(ex.f32("loss_mask"), batch.mask.data(), batch.mask.size() * 4);
   ex.run();
-  last_eval_ = &ex;
   return ex.f32("loss")[0];
 }
 
-const float* Trainer::logits() {
-  check(last_eval_ != nullptr, "no logits yet: evaluate a batch first");
-  return last_eval_->f32("logits");
+const float* Trainer::logits(const Batch& batch) {
+  check(batch.inputs.size() == size_t(batch.batch) * size_t(batch.seq), "batch inputs do not match its shape");
+  auto& e = forward_execs_[{batch.batch, batch.seq}];
+  if (!e) {
+    BuildOptions opt;
+    opt.batch = batch.batch;
+    opt.seq = batch.seq;
+    opt.lora = lora_;
+    e = std::make_unique<cpu::Executor>(build_forward_program(model_, opt), store_);
+  }
+  std::memcpy(e->i32("tokens"), batch.inputs.data(), batch.inputs.size() * 4);
+  e->run();
+  return e->f32("logits");
 }
 
 EvalResult Trainer::validation_loss() {
@@ -243,18 +289,23 @@ EvalResult Trainer::validation_loss() {
   const auto batches = corpus_->val_batches(train_.batch, train_.eval_batches);
   EvalResult r;
   double sum = 0;
-  for (const auto& b : batches) sum += batch_loss(b);
+  for (const auto& b : batches) {
+    sum += batch_loss(b);
+    r.bytes += target_bytes(b);
+  }
   r.loss = sum / double(batches.size());
   r.tokens = int64_t(batches.size()) * train_.batch * model_.ctx;
   return r;
 }
 
 EvalResult Trainer::evaluate_text(const std::string& bytes) {
+  const Tokenizer& t = tokenizer_.text();
   EvalResult r;
   double sum = 0;  // loss summed over tokens
-  for (const auto& b : text_windows(bytes, model_.ctx)) {
+  for (const auto& b : t.is_bytes() ? text_windows(bytes, model_.ctx) : text_windows(t.encode(bytes), model_.ctx)) {
     sum += batch_loss(b) * b.seq;
     r.tokens += b.seq;
+    r.bytes += target_bytes(b);
   }
   r.loss = sum / double(r.tokens);
   return r;
@@ -262,7 +313,7 @@ EvalResult Trainer::evaluate_text(const std::string& bytes) {
 
 EvalResult Trainer::evaluate_batches(const std::vector<Batch>& batches) {
   check(!batches.empty(), "nothing to evaluate");
-  double sum = 0, weight = 0;
+  double sum = 0, weight = 0, bytes = 0;
   for (const auto& b : batches) {
     double w = double(b.batch) * b.seq;
     if (!b.mask.empty()) {
@@ -272,9 +323,11 @@ EvalResult Trainer::evaluate_batches(const std::vector<Batch>& batches) {
     if (w == 0) continue;
     sum += batch_loss(b) * w;
     weight += w;
+    bytes += target_bytes(b);
   }
   check(weight > 0, "nothing to evaluate: every position is masked out");
   EvalResult r;
+  r.bytes = bytes;
   r.loss = sum / weight;
   r.tokens = int64_t(weight);
   return r;

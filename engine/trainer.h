@@ -9,7 +9,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "engine/data.h"
 #include "engine/lora.h"
 #include "engine/model.h"
+#include "engine/model_tokenizer.h"
 #include "engine/sampler.h"
 #include "engine/sft.h"
 
@@ -32,17 +35,19 @@ struct StepResult {
 };
 
 struct EvalResult {
-  double loss = 0;  // mean cross-entropy in nats per byte
+  double loss = 0;  // mean cross-entropy in nats per token (per byte for a byte-level model)
   int64_t tokens = 0;
+  double bytes = 0;  // the bytes of the tokens predicted (mask-weighted); 0 when the model reads no text
   double perplexity() const;
+  // Total nats / (bytes * ln 2): comparable across tokenizers. A byte-level model's is loss / ln 2.
   double bits_per_byte() const;
 };
 
-// What the model computes on a prompt (Trainer::inspect): its next-byte distribution and where
+// What the model computes on a prompt (Trainer::inspect): its next-token distribution and where
 // each head of each layer looks.
 struct InspectResult {
   std::vector<int32_t> tokens;                  // the window inspected: the prompt's last ctx tokens
-  std::vector<std::pair<int32_t, double>> top;  // the most likely next bytes (byte, probability), most likely first
+  std::vector<std::pair<int32_t, double>> top;  // the most likely next tokens (id, probability), most likely first
   int layers = 0, heads = 0, T = 0;             // T = tokens.size()
   std::vector<float> attention;                 // [layers, heads, T, T]: row i = query position i's weights over keys
 };
@@ -58,17 +63,29 @@ class Trainer {
   void load_checkpoint(const std::vector<uint8_t>& bytes, const std::string& what);
   std::vector<uint8_t> save_checkpoint(bool with_optimizer = true) const;
 
-  // The corpus to train on; 90/10 split. Throws if a split is shorter than one window.
+  // --- The tokenizer (engine/model_tokenizer.h): bytes for a fresh model of vocabulary 256 ---
+  // Its vocabulary must be the model's (throws otherwise, changing nothing). A corpus or SFT
+  // data set before, encoded by the previous tokenizer, is dropped.
+  void set_tokenizer(ModelTokenizer tokenizer);
+  const ModelTokenizer& tokenizer() const { return tokenizer_; }
+  // Text to ids and back with the model's tokenizer (throws for a model that reads no text).
+  std::vector<int32_t> encode(std::string_view text) const;
+  std::string decode(std::span<const int32_t> ids) const;
+
+  // The corpus to train on; 90/10 split by bytes, each side encoded by the model's tokenizer.
+  // Throws if a split is shorter than one window.
   void set_corpus(std::string bytes, const std::string& name = "corpus", double val_fraction = 0.1);
   bool has_corpus() const { return corpus_ != nullptr; }
   const Corpus& corpus() const;
 
-  StepResult train_step();                             // train_step(next_train_batch())
-  StepResult train_step(const Batch& batch);           // on a given batch (tests, parity); batch.mask = SFT loss mask
-  double batch_loss(const Batch& batch);               // evaluation program; logits() then holds its logits
-  const float* logits();                               // [B*T, V] of the last batch_loss
+  StepResult train_step();                    // train_step(next_train_batch())
+  StepResult train_step(const Batch& batch);  // on a given batch (tests, parity); batch.mask = SFT loss mask
+  double batch_loss(const Batch& batch);      // the evaluation program's mean loss (no logits kept)
+  // The logits [B*T, V] of the batch's inputs (the forward program; its targets are not read),
+  // valid until the next call or change of weights.
+  const float* logits(const Batch& batch);
   EvalResult validation_loss();                        // the fixed validation windows (or the SFT validation examples)
-  EvalResult evaluate_text(const std::string& bytes);  // every byte of a text, window by window
+  EvalResult evaluate_text(const std::string& bytes);  // every token of a text, window by window
   // Mean loss over batches, each position weighted by its mask (1 where a batch has no mask).
   EvalResult evaluate_batches(const std::vector<Batch>& batches);
 
@@ -102,7 +119,7 @@ class Trainer {
   // --- Inspection ("watch the model think") ---
   // The last ctx tokens of the prompt (a newline if it is empty) through the inspect program
   // (build_inspect_program: the forward pass plus each layer's attention probabilities, with the
-  // LoRA adapters when enabled): the top_k most likely next bytes after the last token (softmax
+  // LoRA adapters when enabled): the top_k most likely next tokens after the last token (softmax
   // of its logits) and every layer's attention maps.
   InspectResult inspect(const std::vector<int32_t>& prompt, int top_k = 10);
 
@@ -124,18 +141,20 @@ class Trainer {
   void set_base_sha256(const std::string& sha) { base_sha256_ = sha; }
   // The current adapters as a safetensors file of format "tinygpt-lora".
   std::vector<uint8_t> save_adapter() const;
-  // Adapters trained on this base (same model config and base sha256; throws otherwise, leaving
-  // the trainer as it was). Replaces any adapters present.
+  // Adapters trained on this base (same tokenizer, model config and base sha256; throws
+  // otherwise, leaving the trainer as it was). Replaces any adapters present.
   void load_adapter(const std::vector<uint8_t>& bytes, const std::string& what);
   // Fold the adapters into the base weights, W += (alpha / r) B A, and drop them.
   void merge_lora();
 
-  // SFT: train_step() and validation_loss() use these packed, masked examples instead of the corpus.
+  // SFT: train_step() and validation_loss() use these packed, masked examples instead of the
+  // corpus. Data prepared for another tokenizer (SftData::tokenizer()) is refused.
   void set_sft_data(std::unique_ptr<SftData> data);
   bool has_sft_data() const { return sft_ != nullptr; }
   SftData& sft_data();
 
-  // Generation: streams each new token to `on_token` (return false to stop early).
+  // Generation: streams each new token to `on_token` (return false to stop early). An empty
+  // prompt starts from a newline (its token).
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, int max_tokens, const SamplingOptions& opt,
                                 const std::function<bool(int32_t)>& on_token = {});
   // The same, one token per call (for callers that poll, like the WebAssembly API): start a
@@ -159,8 +178,11 @@ class Trainer {
   cpu::Executor& eval_executor(int batch, int seq, bool masked = false);
   void drop_programs();
   void erase_adapters();
+  double target_bytes(const Batch& b) const;  // bytes of the batch's counted targets
+  std::vector<int32_t> start_tokens() const;  // what an empty prompt stands for
 
   ModelConfig model_;
+  ModelTokenizer tokenizer_;
   TrainConfig train_;
   TrainState state_;
   std::vector<LossPoint> history_;
@@ -181,7 +203,7 @@ class Trainer {
   };
   std::unique_ptr<Generation> gen_;
   std::map<std::tuple<int, int, bool>, std::unique_ptr<cpu::Executor>> eval_execs_;
-  cpu::Executor* last_eval_ = nullptr;
+  std::map<std::pair<int, int>, std::unique_ptr<cpu::Executor>> forward_execs_;  // logits, by (batch, seq)
 };
 
 }  // namespace ptl

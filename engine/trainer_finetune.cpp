@@ -57,7 +57,8 @@ std::vector<uint8_t> Trainer::save_adapter() const {
   f.metadata["format_version"] = std::to_string(kAdapterVersion);
   f.metadata["base_sha256"] = base_sha256_;
   f.metadata["model_config"] = model_.to_json().dump();
-  f.metadata["tokenizer"] = R"({"type":"byte","vocab_size":256})";
+  // The base's tokenizer identity (not the tokenizer itself: the base checkpoint holds it).
+  f.metadata["tokenizer"] = tokenizer_.id().to_json().dump();
   f.metadata["lora_config"] = lora_to_json(lora_).dump();
   f.metadata["train_config"] = train_.to_json().dump();
   f.metadata["train_state"] = nlohmann::json{
@@ -74,6 +75,9 @@ std::vector<uint8_t> Trainer::save_adapter() const {
 void Trainer::load_adapter(const std::vector<uint8_t>& bytes, const std::string& what) {
   SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), what);
   AdapterContents c = inspect_adapter(f, what);
+  check(c.tokenizer == tokenizer_.id(), what + ": the adapter was trained on a base that reads " +
+                                            c.tokenizer.describe() + ", but this base reads " +
+                                            tokenizer_.id().describe() + " (its token ids mean other text)");
   check(c.base_model == model_, what + ": the adapter was trained on a base model with config " +
                                     c.base_model.to_json().dump() + ", but this base is " + model_.to_json().dump());
   check(!base_sha256_.empty(), what +
@@ -117,6 +121,9 @@ void Trainer::merge_lora() {
 
 void Trainer::set_sft_data(std::unique_ptr<SftData> data) {
   check(data == nullptr || data->ctx() == model_.ctx, "SFT data was packed for a different context length");
+  check(data == nullptr || data->tokenizer() == tokenizer_.id(),
+        "SFT data was prepared for " + (data ? data->tokenizer().describe() : std::string()) +
+            ", but the model reads " + tokenizer_.id().describe());
   sft_ = std::move(data);
 }
 

@@ -9,6 +9,13 @@
 
 namespace ptl {
 
+std::vector<int32_t> Trainer::start_tokens() const {
+  // A newline, as if a new paragraph began: byte 10, or its token; a model that reads no text
+  // starts from id 10 too (0 when its vocabulary is smaller).
+  if (!tokenizer_.reads_text()) return {model_.vocab_size > 10 ? 10 : 0};
+  return tokenizer_.text().encode("\n");
+}
+
 InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
   const int V = model_.vocab_size, ctx = model_.ctx;
   check(top_k >= 1, "top k must be at least 1");
@@ -17,7 +24,7 @@ InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
   // As generation: an empty prompt is a newline, and past the context the model sees the last
   // ctx tokens (nanoGPT's crop).
   if (prompt.empty())
-    r.tokens = {'\n'};
+    r.tokens = start_tokens();
   else
     r.tokens.assign(prompt.end() - std::min<size_t>(prompt.size(), size_t(ctx)), prompt.end());
   const int T = int(r.tokens.size());
@@ -27,7 +34,7 @@ InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
   std::memcpy(ex.i32("tokens"), r.tokens.data(), size_t(T) * 4);
   ex.run();
 
-  // Next-byte probabilities at the last position, in double: p_v = exp(l_v - max) / sum.
+  // Next-token probabilities at the last position, in double: p_v = exp(l_v - max) / sum.
   const float* last = ex.f32("logits") + size_t(T - 1) * V;
   const double mx = *std::max_element(last, last + V);
   std::vector<double> p(V);
@@ -36,7 +43,7 @@ InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
   std::vector<int32_t> order(V);
   for (int v = 0; v < V; ++v) order[v] = v;
   const int k = std::min(top_k, V);
-  // Most likely first; equal probabilities by byte value, so the order is deterministic.
+  // Most likely first; equal probabilities by id, so the order is deterministic.
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
                     [&](int32_t a, int32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
   for (int i = 0; i < k; ++i) r.top.push_back({order[i], p[order[i]] / sum});
@@ -57,8 +64,8 @@ void Trainer::begin_generation(const std::vector<int32_t>& prompt, const Samplin
   for (int32_t t : prompt) check(t >= 0 && t < model_.vocab_size, "prompt token outside the vocabulary");
   if (!generate_exec_) generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_), store_);
   // An empty prompt starts from a newline, as if a new paragraph began.
-  gen_ = std::make_unique<Generation>(Generation{Sampler(opt), prompt.empty() ? std::vector<int32_t>{'\n'} : prompt, 0,
-                                                 std::vector<float>(model_.vocab_size)});
+  gen_ = std::make_unique<Generation>(
+      Generation{Sampler(opt), prompt.empty() ? start_tokens() : prompt, 0, std::vector<float>(model_.vocab_size)});
 }
 
 int32_t Trainer::next_token() {
@@ -79,9 +86,8 @@ int32_t Trainer::next_token() {
   } else {
     // Past the context the model sees the last ctx tokens at positions 0..ctx-1 (nanoGPT's
     // crop), so every position shifts and the window is recomputed.
-    Batch b{1, ctx, std::vector<int32_t>(g.seq.end() - ctx, g.seq.end()), std::vector<int32_t>(ctx, 0)};
-    batch_loss(b);
-    std::memcpy(g.window_logits.data(), this->logits() + size_t(ctx - 1) * V, V * sizeof(float));
+    Batch b{1, ctx, std::vector<int32_t>(g.seq.end() - ctx, g.seq.end()), {}};
+    std::memcpy(g.window_logits.data(), this->logits(b) + size_t(ctx - 1) * V, V * sizeof(float));
     logits = g.window_logits.data();
   }
   const int32_t next = g.sampler.sample(logits, V);

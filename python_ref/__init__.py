@@ -5,6 +5,7 @@ from python_ref import TinyGPT, load_checkpoint, save_checkpoint, generate
 
 from .checkpoint import load_checkpoint, save_checkpoint, split_state, join_state, make_metadata
 from .model import GPTConfig, TinyGPT, PRESETS, preset_config, param_count
+from .tokenizer import CheckpointTokenizer
 
 
 def __getattr__(name):  # lazy, so `python -m python_ref.sample` does not import itself twice
@@ -26,5 +27,6 @@ __all__ = [
     "PRESETS",
     "preset_config",
     "param_count",
+    "CheckpointTokenizer",
     "generate",  # noqa: F822 (from the module __getattr__ above)
 ]

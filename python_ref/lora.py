@@ -213,8 +213,12 @@ def load_adapter(model, path, base_path=None):
     mc = json.loads(meta["model_config"])
     if any(int(mc[k]) != getattr(model.config, k) for k in ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")):
         raise ValueError(f"{path}: the adapter was trained on a base with config {mc}, not {model.config}")
-    if base_path is not None and sha256_file(base_path) != meta["base_sha256"]:
-        raise ValueError(f"{path}: the adapter was trained on a different base checkpoint")
+    if base_path is not None:
+        base_tok = json.loads(load_checkpoint(base_path)[1].get("tokenizer", '{"type": "byte", "vocab_size": 256}'))
+        if json.loads(meta.get("tokenizer", '{"type": "byte", "vocab_size": 256}')) != base_tok:
+            raise ValueError(f"{path}: the adapter was trained on a base with another tokenizer")
+        if sha256_file(base_path) != meta["base_sha256"]:
+            raise ValueError(f"{path}: the adapter was trained on a different base checkpoint")
     lc = json.loads(meta["lora_config"])
     apply_lora(model, lc["rank"], lc["alpha"], lc["targets"], lc.get("dropout", 0.0))
     missing = model.load_state_dict(fuse_qkv(state), strict=False)
@@ -233,7 +237,8 @@ def save_adapter(model, path, base_path, extra_metadata=None):
         "format_version": ADAPTER_VERSION,
         "base_sha256": sha256_file(base_path),
         "model_config": json.dumps(model.config.to_dict()),
-        "tokenizer": json.dumps({"type": "byte", "vocab_size": 256}),
+        # The base's tokenizer identity (its "tokenizer" metadata; the tokenizer.json stays in the base).
+        "tokenizer": load_checkpoint(base_path)[1].get("tokenizer", json.dumps({"type": "byte", "vocab_size": 256})),
         "lora_config": json.dumps({**model.lora_config, "weight_decay": 0.0}),
         "created_by": "python_ref",
     }

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from .checkpoint import load_checkpoint, model_weights, parse_json_field
 from .dropout import DropoutContext, drop
+from .tokenizer import CheckpointTokenizer
 
 
 @dataclass
@@ -175,7 +176,7 @@ class TinyGPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx, targets=None, mask=None, dropout_seed=None):
-        """idx, targets: [B, T] int64 byte tokens; mask: optional [B, T] weights (SFT);
+        """idx, targets: [B, T] int64 token ids below vocab_size (bytes for the presets' 256); mask: optional [B, T] weights (SFT);
         dropout_seed: (key, step) of a training step (python_ref.dropout.key_of(seed), the 1-based
         step), which turns dropout on in training mode. Returns (logits [B, T, V], loss or None)."""
         B, T = idx.shape
@@ -189,7 +190,10 @@ class TinyGPT(nn.Module):
         finally:
             self.drop_ctx.seed = None
         x = self.ln_f(x)
-        logits = x @ self.tok_emb.weight.t()  # weight tying: no separate head
+        # Weight tying: no separate head. The whole [B, T, V] logits and the plain cross-entropy,
+        # where the engine's loss programs compute both in chunks of the vocabulary: the oracle
+        # stays the obvious computation.
+        logits = x @ self.tok_emb.weight.t()
 
         loss = None
         if targets is not None:
@@ -216,9 +220,16 @@ class TinyGPT(nn.Module):
         mc = parse_json_field(meta, "model_config")
         if mc is None:
             raise ValueError(f"{path}: no model_config in the metadata")
-        tok = parse_json_field(meta, "tokenizer", {"type": "byte"})
-        if tok.get("type") != "byte":
-            raise ValueError(f"{path}: tokenizer {tok} is not supported by python_ref (byte only)")
+        # The model computes on ids whatever its tokenizer (bytes or BPE); the tokenizer is checked
+        # here and decodes with python_ref.tokenizer.CheckpointTokenizer(meta).
+        try:
+            tok = CheckpointTokenizer(meta)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+        if tok.vocab_size != int(mc["vocab_size"]):
+            raise ValueError(
+                f"{path}: the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is {mc['vocab_size']}"
+            )
         cfg = GPTConfig(
             **{k: int(mc[k]) for k in ("vocab_size", "n_layers", "d_model", "n_heads", "ctx")},
             gelu=mc.get("gelu", "erf"),

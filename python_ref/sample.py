@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .model import TinyGPT
+from .tokenizer import CheckpointTokenizer
 
 
 def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
@@ -87,7 +88,12 @@ def main(argv=None):
     if not args.prompt:
         ap.error("--prompt must not be empty (the default is a newline)")
 
-    model = TinyGPT.from_checkpoint(args.checkpoint)
+    model, meta = TinyGPT.from_checkpoint(args.checkpoint, return_metadata=True)
+    if CheckpointTokenizer(meta).type != "byte":
+        raise ValueError(
+            f"{args.checkpoint}: python_ref.sample reads byte-level models (its prompt is bytes); this one reads "
+            "a BPE tokenizer: sample it with ptl sample"
+        )
     prompt = args.prompt.encode("utf-8")
     tokens = generate(model, prompt, args.max_tokens, args.temperature, args.top_k, args.top_p, args.seed)
     sys.stdout.write((prompt + bytes(tokens)).decode("utf-8", errors="replace"))

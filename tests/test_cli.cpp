@@ -133,6 +133,23 @@ TEST(Cli, EvalAndInfo) {
   EXPECT_NE(p.out.find("473244160"), std::string::npos);
 }
 
+// A preset with GPT-2's vocabulary: more parameters, and activations that do not grow with V
+// (the loss never holds the [B*T, V] logits).
+TEST(Cli, InfoOfAPresetWithAnotherVocabulary) {
+  test::TempDir d;
+  const CliRun a = ptl_cli("info --preset medium --json", d),
+               b = ptl_cli("info --preset medium --vocab 50257 --json", d);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(jb["model_config"]["vocab_size"], 50257);
+  EXPECT_EQ(jb["parameters"].get<int64_t>() - ja["parameters"].get<int64_t>(), (50257 - 256) * 128);
+  EXPECT_EQ(jb["training_memory"]["activations_bytes"], ja["training_memory"]["activations_bytes"]);
+  const CliRun bad = ptl_cli("info --preset medium --vocab 65537", d);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--vocab"), std::string::npos) << bad.err;
+}
+
 // `ptl info --defaults` is what `ptl train` runs with no options (the site starts from it): the
 // same values as train's --help shows, and the preset's batch.
 TEST(Cli, InfoDefaultsAreTrainsDefaults) {

@@ -34,9 +34,7 @@ float max_logit_difference(const std::vector<uint8_t>& a, const std::vector<uint
     batch.inputs.push_back(static_cast<unsigned char>(text[size_t(i)]));
     batch.targets.push_back(static_cast<unsigned char>(text[size_t(i) + 1]));
   }
-  ta->batch_loss(batch);
-  tb->batch_loss(batch);
-  const float *la = ta->logits(), *lb = tb->logits();
+  const float *la = ta->logits(batch), *lb = tb->logits(batch);
   float worst = 0;
   for (int i = 0; i < B * T * V; ++i) worst = std::max(worst, std::fabs(la[i] - lb[i]));
   return worst;

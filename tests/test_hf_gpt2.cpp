@@ -12,6 +12,7 @@
 #include "engine/error.h"
 #include "engine/half.h"
 #include "engine/hf_gpt2.h"
+#include "engine/model_tokenizer.h"
 #include "engine/trainer.h"
 #include "test_util.h"
 
@@ -425,6 +426,46 @@ TEST(HfGpt2, ExportReplacesOnlyAnEarlierExport) {
   write_text(tmp.path / "file", "x");
   EXPECT_ERROR(write_hf_gpt2((tmp.path / "file").string(), mc, random_weights(mc), nullptr),
                "it exists and is not a folder");
+}
+
+TEST(HfGpt2, CliImportStoresTheFoldersTokenizerAndExportWritesItBack) {
+  TempDir tmp;
+  const ModelConfig mc = small_gpt2();  // vocabulary 300
+  std::string text;
+  Rng rng(9);
+  while (text.size() < 20000) {
+    for (uint64_t k = 0, n = 2 + rng.below(6); k < n; ++k) text += char('a' + rng.below(26));
+    text += ' ';
+  }
+  BpeTrainOptions opt;
+  opt.vocab_size = 300;
+  const Tokenizer tok = train_bpe(text, opt);
+  write_hf_gpt2(tmp.file("hf"), mc, random_weights(mc), &tok);
+  CliRun r = ptl_cli("import-hf hf --out a.tinygpt", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("tokenizer tokenizer.json, 300 ids, byte-level BPE, stored"), std::string::npos) << r.out;
+  // The checkpoint holds the tokenizer: its ids decode with it.
+  auto t = Trainer::from_checkpoint(read_file_bytes(tmp.file("a.tinygpt")), "a");
+  EXPECT_EQ(t->tokenizer().json(), ModelTokenizer::of(tok).json());
+  EXPECT_EQ(t->encode("abc def"), tok.encode("abc def"));
+  // export-hf writes it back, and import again gives the same checkpoint.
+  r = ptl_cli("export-hf a.tinygpt --out hf2", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("tokenizer.json (byte-level BPE)"), std::string::npos) << r.out;
+  const HfGpt2Folder back = read_hf_gpt2(tmp.file("hf2"));
+  ASSERT_TRUE(back.tokenizer.has_value());
+  EXPECT_EQ(back.tokenizer->to_json(), tok.to_json());
+  r = ptl_cli("import-hf hf2 --out b.tinygpt", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(tmp.file("a.tinygpt")), slurp(tmp.file("b.tinygpt")));
+  // A tokenizer with fewer ids than the model (a padded vocabulary) is checked, not stored.
+  ModelConfig wide = mc;
+  wide.vocab_size = 320;
+  write_hf_gpt2(tmp.file("hf-wide"), wide, random_weights(wide), &tok);
+  r = ptl_cli("import-hf hf-wide --out w.tinygpt", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("checked but not stored (fewer ids than the model's vocabulary)"), std::string::npos) << r.out;
+  EXPECT_FALSE(Trainer::from_checkpoint(read_file_bytes(tmp.file("w.tinygpt")), "w")->tokenizer().reads_text());
 }
 
 TEST(HfGpt2, CliImportExportImportIsBitwise) {

@@ -248,8 +248,7 @@ TEST(Inspect, TopBytesAreTheSoftmaxOfTheEvalLogits) {
       EXPECT_EQ(r.layers, mc.n_layers);
       EXPECT_EQ(r.heads, mc.n_heads);
       Batch b{1, int(T), r.tokens, std::vector<int32_t>(T, 0)};
-      tr.batch_loss(b);
-      const auto p = softmax(tr.logits() + (T - 1) * 256, 256);
+      const auto p = softmax(tr.logits(b) + (T - 1) * 256, 256);
       ASSERT_EQ(r.top.size(), 10u);
       for (size_t i = 0; i < r.top.size(); ++i) {
         EXPECT_NEAR(r.top[i].second, p[r.top[i].first], 1e-9) << "rank " << i;

@@ -589,6 +589,152 @@ TEST(CrossEntropy, AllMaskedGivesZero) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Cross-entropy of the tied output projection (cross_entropy_tied): against the unfused ops it
+// replaces, linear (z = x W^T) then cross_entropy, on the stored logits.
+
+namespace {
+
+struct TiedResult {
+  float loss = 0;
+  Vec lse, dx, dW;
+};
+
+// The unfused reference: the [M, V] logits stored, then the plain kernels.
+TiedResult unfused_tied(const Vec& x, const Vec& W, const std::vector<int32_t>& t, const float* mask, int64_t M,
+                        int64_t V, int64_t C) {
+  TiedResult r;
+  Vec z(size_t(M * V)), dz(size_t(M * V));
+  r.lse.resize(size_t(M));
+  r.dx.resize(size_t(M * C));
+  r.dW.resize(size_t(V * C));
+  linear_forward(z.data(), x.data(), W.data(), nullptr, M, V, C);
+  cross_entropy_forward(&r.loss, r.lse.data(), z.data(), t.data(), mask, M, V);
+  cross_entropy_backward(dz.data(), false, z.data(), t.data(), r.lse.data(), mask, M, V);
+  linear_backward(r.dx.data(), false, r.dW.data(), false, nullptr, false, dz.data(), x.data(), W.data(), M, V, C);
+  return r;
+}
+
+TiedResult fused_tied(const Vec& x, const Vec& W, const std::vector<int32_t>& t, const float* mask, int64_t M,
+                      int64_t V, int64_t C, int64_t chunk) {
+  TiedResult r;
+  r.lse.resize(size_t(M));
+  r.dx.assign(size_t(M * C), 7.0f);  // overwritten (acc 0)
+  r.dW.assign(size_t(V * C), 7.0f);
+  cross_entropy_tied_forward(&r.loss, r.lse.data(), x.data(), W.data(), t.data(), mask, M, V, C, chunk);
+  cross_entropy_tied_backward(r.dx.data(), false, r.dW.data(), false, x.data(), W.data(), t.data(), r.lse.data(), mask,
+                              M, V, C, chunk);
+  return r;
+}
+
+// max |a - b| / max |b|: the error relative to the tensor's scale (a gradient's entries span
+// orders of magnitude, so an element-wise relative error would only measure the tiny ones).
+double rel_err(const Vec& a, const Vec& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < b.size(); i++) {
+    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, double(std::fabs(b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+}  // namespace
+
+TEST(CrossEntropyTied, MatchesLinearThenCrossEntropy) {
+  // An odd vocabulary just above the bytes', and GPT-2's, with tiny widths and batches; chunks of
+  // 64 rows (ragged last chunk), of 1000 (not a multiple of the vector width), and the automatic
+  // width (one chunk here). Targets all over the vocabulary; a mask with a zero and a fractional weight.
+  for (const int64_t V : {263, 50257}) {
+    const int64_t M = 6, C = 8;
+    const Vec x = randn(size_t(M * C), 90, 1.0f), W = randn(size_t(V * C), 91, 0.5f);
+    std::vector<int32_t> t(static_cast<size_t>(M));
+    for (int64_t i = 0; i < M; i++) t[size_t(i)] = int32_t((i * 7919 + 13) % V);
+    t[size_t(M - 1)] = int32_t(V - 1);  // the last row of the last, ragged chunk
+    const Vec mask = {1.0f, 0.0f, 0.5f, 2.0f, 1.0f, 1.0f};
+    for (const float* m : {static_cast<const float*>(nullptr), mask.data()}) {
+      const TiedResult ref = unfused_tied(x, W, t, m, M, V, C);
+      for (const int64_t chunk : {int64_t(64), int64_t(1000), int64_t(0)}) {
+        const std::string what =
+            "V=" + std::to_string(V) + " chunk=" + std::to_string(chunk) + (m ? " mask" : " no mask");
+        const TiedResult got = fused_tied(x, W, t, m, M, V, C, chunk);
+        EXPECT_NEAR(got.loss, ref.loss, 1e-6 * std::fabs(ref.loss)) << what;
+        EXPECT_LE(rel_err(got.lse, ref.lse), 1e-6) << what;
+        EXPECT_LE(rel_err(got.dx, ref.dx), 1e-5) << what;
+        EXPECT_LE(rel_err(got.dW, ref.dW), 1e-5) << what;
+        if (chunk == 0) {
+          // One chunk covers the vocabulary: the very floats of the unfused ops.
+          ASSERT_EQ(cross_entropy_tied_chunk(M, V), V);
+          EXPECT_EQ(got.loss, ref.loss) << what;
+          EXPECT_EQ(got.lse, ref.lse) << what;
+          EXPECT_EQ(got.dx, ref.dx) << what;
+          EXPECT_EQ(got.dW, ref.dW) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(CrossEntropyTied, BackwardMatchesFiniteDifferencesAndAccumulates) {
+  const int64_t M = 5, V = 150, C = 7, chunk = 64;  // three chunks, the last ragged
+  const std::vector<int32_t> t = {2, 149, 64, 63, 100};
+  const Vec mask = {1.0f, 0.5f, 0.0f, 2.0f, 1.0f};
+  Vec x = randn(size_t(M * C), 92), W = randn(size_t(V * C), 93, 0.5f);
+  auto loss = [&] {
+    float l = 0;
+    cross_entropy_tied_forward(&l, nullptr, x.data(), W.data(), t.data(), mask.data(), M, V, C, chunk);
+    return double(l);
+  };
+  Vec lse(static_cast<size_t>(M)), dx(size_t(M * C)), dW(size_t(V * C));
+  float l = 0;
+  cross_entropy_tied_forward(&l, lse.data(), x.data(), W.data(), t.data(), mask.data(), M, V, C, chunk);
+  cross_entropy_tied_backward(dx.data(), false, dW.data(), false, x.data(), W.data(), t.data(), lse.data(), mask.data(),
+                              M, V, C, chunk);
+  check_grad("dx", x, dx, loss);
+  check_grad("dW", W, dW, loss);
+  // Accumulating: out = prior + the fresh gradient; a null output is skipped.
+  const Vec px = randn(dx.size(), 94), pW = randn(dW.size(), 95);
+  Vec ax = px, aW = pW;
+  cross_entropy_tied_backward(ax.data(), true, aW.data(), true, x.data(), W.data(), t.data(), lse.data(), mask.data(),
+                              M, V, C, chunk);
+  expect_sum("dx acc", ax, px, dx);
+  expect_sum("dW acc", aW, pW, dW);
+  Vec only_w = pW;
+  cross_entropy_tied_backward(nullptr, false, only_w.data(), true, x.data(), W.data(), t.data(), lse.data(),
+                              mask.data(), M, V, C, chunk);
+  expect_sum("dW alone", only_w, pW, dW);
+}
+
+TEST(CrossEntropyTied, ForwardAndBackwardInOneCallAreBitwiseTheTwoOps) {
+  // One chunk (the logits computed once) and two chunks (16 rows of 50,257: 32,768 per chunk).
+  for (const auto& [M, V] : {std::pair<int64_t, int64_t>{6, 263}, {16, 50257}}) {
+    const int64_t C = 8;
+    const Vec x = randn(size_t(M * C), 96), W = randn(size_t(V * C), 97, 0.5f);
+    std::vector<int32_t> t(static_cast<size_t>(M));
+    for (int64_t i = 0; i < M; i++) t[size_t(i)] = int32_t((i * 7919 + 5) % V);
+    Vec mask(size_t(M), 1.0f);
+    mask[1] = 0.0f;
+    const TiedResult two = fused_tied(x, W, t, mask.data(), M, V, C, 0);
+    TiedResult one;
+    one.lse.resize(size_t(M));
+    one.dx.assign(size_t(M * C), 7.0f);
+    one.dW.assign(size_t(V * C), 7.0f);
+    cross_entropy_tied_forward_backward(&one.loss, one.lse.data(), one.dx.data(), false, one.dW.data(), false, x.data(),
+                                        W.data(), t.data(), mask.data(), M, V, C);
+    EXPECT_EQ(cross_entropy_tied_chunk(M, V) < V, M == 16);
+    EXPECT_EQ(one.loss, two.loss) << V;
+    EXPECT_EQ(one.lse, two.lse) << V;
+    EXPECT_EQ(one.dx, two.dx) << V;
+    EXPECT_EQ(one.dW, two.dW) << V;
+  }
+}
+
+TEST(CrossEntropyTied, ChunksHoldAboutTwoMebibytesOfLogits) {
+  EXPECT_EQ(cross_entropy_tied_chunk(16 * 96, 256), 256);     // Medium: one chunk
+  EXPECT_EQ(cross_entropy_tied_chunk(16 * 96, 50257), 320);   // 1536 x 320 floats
+  EXPECT_EQ(cross_entropy_tied_chunk(16 * 1024, 50257), 64);  // never below 64 rows
+  EXPECT_EQ(cross_entropy_tied_chunk(1, 50257), 50257);       // a single row: all of V
+}
+
+// ---------------------------------------------------------------------------------------------
 // AdamW
 
 TEST(AdamW, SumSquares) {

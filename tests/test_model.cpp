@@ -7,6 +7,7 @@
 #include <random>
 
 #include "engine/error.h"
+#include "engine/memory.h"
 #include "engine/trainer.h"
 #include "test_util.h"
 
@@ -117,6 +118,69 @@ TEST(Model, UntrainedLossIsNearLog256) {
   EXPECT_NEAR(loss, std::log(256.0), 0.05);
 }
 
+TEST(Model, VocabularySizesFrom1To65536) {
+  ModelConfig mc = tiny();
+  for (const int v : {1, 263, 50257, 65536}) {
+    mc.vocab_size = v;
+    EXPECT_NO_THROW(mc.validate()) << v;
+  }
+  for (const int v : {0, -5, 65537}) {
+    mc.vocab_size = v;
+    try {
+      mc.validate();
+      ADD_FAILURE() << "vocab_size " << v << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "model config: vocab_size must be 1..65536, got " + std::to_string(v));
+    }
+  }
+}
+
+TEST(Model, LossOfAnOddVocabularyIsTheCrossEntropyOfItsLogits) {
+  // The loss programs hold no logits (cross_entropy_tied); the forward program's logits of the
+  // same weights, put through the cross-entropy in double, give the same loss.
+  ModelConfig mc = tiny();
+  mc.vocab_size = 263;
+  Trainer tr(mc, train_config(2));
+  Batch b = random_batch(2, 32, 12);
+  for (size_t i = 0; i < b.targets.size(); i += 3) b.targets[i] = int32_t(256 + i % 7);  // ids past the bytes
+  const double loss = tr.batch_loss(b);
+  const float* z = tr.logits(b);
+  double want = 0;
+  for (int i = 0; i < 64; i++) {
+    const float* row = z + size_t(i) * 263;
+    const double mx = *std::max_element(row, row + 263);
+    double s = 0;
+    for (int v = 0; v < 263; v++) s += std::exp(double(row[v]) - mx);
+    want += (mx + std::log(s) - row[b.targets[size_t(i)]]) / 64;
+  }
+  EXPECT_NEAR(loss, want, 1e-6 * want);
+  EXPECT_NEAR(loss, std::log(263.0), 0.05);  // untrained: about uniform
+}
+
+TEST(Model, TrainingMemoryGrowsWithTheVocabularyOnlyThroughTheEmbedding) {
+  // GPT-2's padded vocabulary at the Medium preset: no tensor of the training program holds
+  // [B*T, V] values, and the arena (activations and gradients) grows by exactly the embedding's
+  // gradient, V d floats, like the weights (and twice that for the AdamW moments).
+  const Preset& medium = find_preset("medium");
+  BuildOptions opt;
+  opt.batch = medium.batch;
+  ModelConfig big = medium.model;
+  big.vocab_size = 50304;
+  const int64_t BT = int64_t(medium.batch) * big.ctx, d = big.d_model;
+  const Program p = build_train_program(big, opt, train_config(medium.batch));
+  for (const auto& t : p.tensors)
+    EXPECT_LT(t.numel(), BT * big.vocab_size / 8) << t.name << " is as large as the logits";
+  const TrainingMemory m256 = training_memory(medium.model, opt, train_config(medium.batch));
+  const TrainingMemory m = training_memory(big, opt, train_config(medium.batch));
+  const int64_t dV = big.vocab_size - medium.model.vocab_size;
+  EXPECT_EQ(m.weights - m256.weights, dV * d * 4);
+  EXPECT_EQ(m.optimizer - m256.optimizer, 2 * dV * d * 4);
+  EXPECT_EQ(m.gradients - m256.gradients, dV * d * 4);
+  EXPECT_EQ(m.activations, m256.activations);
+  // (The arena's layout may shift a little with the largest tensor; logits would add 300 MiB.)
+  EXPECT_LE(m.arena - m256.arena, dV * d * 4 + m256.arena / 10);
+}
+
 namespace {
 
 // Central differences of the fp32 loss for the largest-gradient entries of every parameter.
@@ -197,8 +261,7 @@ TEST(Model, KvCacheGenerationMatchesTheFullForwardPass) {
   seq.insert(seq.end(), out.begin(), out.end());
   const int L = int(seq.size());  // 24 <= ctx 32: all of it went through the KV cache
   Batch b{1, L, std::vector<int32_t>(seq.begin(), seq.end()), std::vector<int32_t>(L, 0)};
-  tr.batch_loss(b);
-  const float* logits = tr.logits();
+  const float* logits = tr.logits(b);
   for (int t = int(prompt.size()) - 1; t < L - 1; ++t) {
     const float* row = logits + size_t(t) * 256;
     EXPECT_EQ(int(std::max_element(row, row + 256) - row), seq[t + 1]) << "position " << t;
@@ -215,8 +278,7 @@ TEST(Model, GenerationPastTheContextCropsTheWindow) {
   // Token 40 was chosen from the window of the 32 tokens before it, at positions 0..31.
   const int i = 40;
   Batch b{1, 32, std::vector<int32_t>(seq.begin() + i - 32, seq.begin() + i), std::vector<int32_t>(32, 0)};
-  tr.batch_loss(b);
-  const float* row = tr.logits() + 31 * 256;
+  const float* row = tr.logits(b) + 31 * 256;
   EXPECT_EQ(int(std::max_element(row, row + 256) - row), seq[i]);
 }
 

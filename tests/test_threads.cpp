@@ -182,6 +182,21 @@ TEST(ThreadInvariance, Kernels) {
     d.insert(d.end(), loss.begin(), loss.end());
     return d;
   });
+  {
+    // Several chunks of the vocabulary over rows that split unevenly.
+    const int64_t Vt = 1000, Ct = 24;
+    const auto xt = randn(R * Ct, 15), Wt = randn(Vt * Ct, 16);
+    std::vector<int32_t> tt(R);
+    for (int64_t i = 0; i < R; i++) tt[size_t(i)] = int32_t((i * 31) % Vt);
+    expect_invariant("cross_entropy_tied", [&] {
+      std::vector<float> out(1 + R + R * Ct + Vt * Ct);
+      float *lse = out.data() + 1, *dx = lse + R, *dW = dx + R * Ct;
+      cpu::cross_entropy_tied_forward(out.data(), lse, xt.data(), Wt.data(), tt.data(), nullptr, R, Vt, Ct, 128);
+      cpu::cross_entropy_tied_backward(dx, false, dW, false, xt.data(), Wt.data(), tt.data(), lse, nullptr, R, Vt, Ct,
+                                       128);
+      return out;
+    });
+  }
   std::vector<int32_t> tokens(B * T);
   for (int64_t i = 0; i < B * T; i++) tokens[size_t(i)] = int32_t((i * i) % 11);
   expect_invariant("embedding_backward", [&] {

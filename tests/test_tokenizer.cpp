@@ -322,8 +322,8 @@ TEST(Tokenizer, MalformedFilesNameTheFileAndTheProblem) {
   EXPECT_NE(load_error(empty.path.string()).find("no tokenizer.json"), std::string::npos);
   EXPECT_NE(load_error(dir.file("missing.json")).find("no such tokenizer file"), std::string::npos);
   test::write(dir.file("model.tinygpt"), "x");
-  EXPECT_NE(load_error(dir.file("model.tinygpt")).find("byte-level model, which has no BPE tokenizer"),
-            std::string::npos);
+  // A checkpoint is read for the tokenizer it records; a broken one is named in the message.
+  EXPECT_NE(load_error(dir.file("model.tinygpt")).find(dir.file("model.tinygpt")), std::string::npos);
 }
 
 TEST(BpeTrainer, DeterministicAndExactSize) {

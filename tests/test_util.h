@@ -43,6 +43,21 @@ inline std::string synthetic_text(size_t n, unsigned seed = 7) {
   return s;
 }
 
+// Words of one to three made-up syllables, deterministic: enough distinct pairs for a BPE
+// tokenizer of a few hundred tokens (synthetic_text's 17 words run out of merges early).
+inline std::string syllable_text(size_t n, unsigned seed = 7) {
+  static const char* syl[] = {"ka", "to", "ri", "men", "sa", "lo", "ve", "dun", "pi", "ra", "tha", "mo", "el", "qui"};
+  static const char* sep[] = {" ", " ", " ", " ", ", ", ". ", "\n"};
+  std::mt19937 rng(seed);
+  std::string s;
+  while (s.size() < n) {
+    for (int k = 1 + int(rng() % 3); k > 0; --k) s += syl[rng() % (sizeof syl / sizeof *syl)];
+    s += sep[rng() % (sizeof sep / sizeof *sep)];
+  }
+  s.resize(n);
+  return s;
+}
+
 // Running the `ptl` binary as a user would, in a folder, capturing what it prints.
 struct CliRun {
   int code;  // exit status; 128 + signal if it crashed

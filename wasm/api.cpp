@@ -248,7 +248,11 @@ json events_json(const ptl::StepEvents& e) {
 std::string divergence_message(const ptl::Divergence& d) { return d.message() + " (try a lower learning rate)"; }
 
 json eval_json(const ptl::EvalResult& r) {
-  return {{"loss", r.loss}, {"tokens", r.tokens}, {"perplexity", r.perplexity()}, {"bits_per_byte", r.bits_per_byte()}};
+  return {{"loss", r.loss},
+          {"tokens", r.tokens},
+          {"bytes", std::llround(r.bytes)},
+          {"perplexity", r.perplexity()},
+          {"bits_per_byte", r.bits_per_byte()}};
 }
 
 ptl::SamplingOptions sampling_from(const char* options_json, int* max_tokens) {
@@ -265,7 +269,32 @@ ptl::SamplingOptions sampling_from(const char* options_json, int* max_tokens) {
   return o;
 }
 
-std::vector<int32_t> prompt_tokens(const uint8_t* p, double n) { return ptl::encode(bytes_arg(p, n)); }
+// A prompt (any bytes) in the model's tokenizer.
+std::vector<int32_t> prompt_tokens(const ptl::Trainer& t, const uint8_t* p, double n) {
+  return t.encode(bytes_arg(p, n));
+}
+
+// {"type", "vocab_size", "sha256" (BPE), "merges", "specials": [{"text", "id"}]}
+json tokenizer_json(const ptl::Tokenizer& t) {
+  json specials = json::array();
+  for (const auto& sp : t.specials()) specials.push_back({{"text", sp.text}, {"id", sp.id}});
+  return {{"type", t.type()}, {"vocab_size", t.vocab_size()}, {"merges", t.merge_count()}, {"specials", specials}};
+}
+
+// An id list for the C API's results: int32 little-endian in g_bytes.
+const uint8_t* ids_result(const std::vector<int32_t>& ids) {
+  g_bytes.reserve(1);  // no ids is a valid result: the pointer must still not be NULL
+  g_bytes.resize(ids.size() * sizeof(int32_t));
+  if (!ids.empty()) std::memcpy(g_bytes.data(), ids.data(), g_bytes.size());
+  return g_bytes.data();
+}
+
+// Bytes for the C API's results, in g_bytes.
+const uint8_t* bytes_result(const std::string& bytes) {
+  g_bytes.reserve(1);  // an empty text is a valid result: the pointer must still not be NULL
+  g_bytes.assign(bytes.begin(), bytes.end());
+  return g_bytes.data();
+}
 
 // Binary results with a JSON header (ptl_inspect): the safetensors framing, u64 little-endian
 // header length, the header padded with spaces to a multiple of 8 bytes, then the raw
@@ -404,7 +433,8 @@ EMSCRIPTEN_KEEPALIVE int ptl_update_train_config(int h, const char* json_text) {
       -1);
 }
 
-// The corpus (raw bytes, byte-level tokens), split (1 - val_fraction) / val_fraction.
+// The corpus (raw bytes), split (1 - val_fraction) / val_fraction by bytes, each side in the
+// model's tokenizer (bytes for a byte-level model).
 EMSCRIPTEN_KEEPALIVE int ptl_set_corpus(int h, const uint8_t* bytes, double n, double val_fraction) {
   return guarded(
       [&] {
@@ -417,7 +447,9 @@ EMSCRIPTEN_KEEPALIVE int ptl_set_corpus(int h, const uint8_t* bytes, double n, d
       -1);
 }
 
-// {"model", "train", "step", "tokens_seen", "elapsed_s", "param_count", "corpus": {...} | null}
+// {"model", "train", "step", "tokens_seen", "elapsed_s", "param_count", "tokenizer": {"type",
+// "vocab_size", "sha256" (BPE)}, "corpus": {"train_bytes", "val_bytes", "train_tokens",
+// "val_tokens"} | null}
 EMSCRIPTEN_KEEPALIVE const char* ptl_info(int h) {
   return guarded(
       [&] {
@@ -429,9 +461,13 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_info(int h) {
                   {"tokens_seen", t.state().tokens_seen},
                   {"elapsed_s", t.state().elapsed_seconds},
                   {"param_count", t.model_config().param_count()},
+                  {"tokenizer", t.tokenizer().id().to_json()},
                   {"corpus", nullptr}};
         if (t.has_corpus())
-          j["corpus"] = {{"train_bytes", t.corpus().train().size()}, {"val_bytes", t.corpus().val().size()}};
+          j["corpus"] = {{"train_bytes", t.corpus().train().size()},
+                         {"val_bytes", t.corpus().val().size()},
+                         {"train_tokens", t.corpus().train_tokens()},
+                         {"val_tokens", t.corpus().val_tokens()}};
         return text_result(j.dump());
       },
       (const char*)nullptr);
@@ -643,7 +679,7 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_generate(int h, const uint8_t* prompt, doub
         s.gen.reset();
         std::function<bool(int32_t)> cb;
         if (on_token) cb = [on_token](int32_t tok) { return on_token(tok) != 0; };
-        std::vector<int32_t> out = s.trainer->generate(prompt_tokens(prompt, n), max_tokens, opt, cb);
+        std::vector<int32_t> out = s.trainer->generate(prompt_tokens(*s.trainer, prompt, n), max_tokens, opt, cb);
         return text_result(json{{"tokens", out}}.dump());
       },
       (const char*)nullptr);
@@ -657,14 +693,15 @@ EMSCRIPTEN_KEEPALIVE int ptl_generate_start(int h, const uint8_t* prompt, double
         ptl::Trainer& t = *s.trainer;
         auto g = std::make_unique<Generation>();
         ptl::SamplingOptions opt = sampling_from(options_json, &g->remaining);
-        t.begin_generation(prompt_tokens(prompt, n), opt);  // validates the options and the prompt
+        t.begin_generation(prompt_tokens(t, prompt, n), opt);  // validates the options and the prompt
         s.gen = std::move(g);
         return 0;
       },
       -1);
 }
 
-// The next token (0..255), -1 when the generation is finished, -2 on error.
+// The next token (an id of the model's vocabulary: a byte for a byte-level model), -1 when the
+// generation is finished, -2 on error.
 EMSCRIPTEN_KEEPALIVE int ptl_generate_next(int h) {
   return guarded(
       [&]() -> int {
@@ -791,20 +828,21 @@ EMSCRIPTEN_KEEPALIVE double ptl_dropout_key(int h) {
 
 // --- Inspection ---
 
-// What the model computes on a prompt (Trainer::inspect): its last ctx bytes (a newline if
+// What the model computes on a prompt (Trainer::inspect): its last ctx tokens (a newline if
 // empty) through the inspect program. Bytes (length ptl_result_size()): u64 little-endian header
-// length, a JSON header {"tokens": [...], "top": [{"byte", "prob"}, ...] (the top_k most likely
-// next bytes, most likely first), "layers": L, "heads": H, "T": T} padded with spaces to a
-// multiple of 8, then the attention maps, float32 little-endian [L, H, T, T] (row i: query
-// position i's weights over positions 0..i, zeros after). Binary because the maps grow as
-// L H T^2: 0.15 MB for Small, 176 MB for Mega at its full 512-byte context.
+// length, a JSON header {"tokens": [...] (ids), "top": [{"token", "byte", "prob"}, ...] (the top_k
+// most likely next tokens, most likely first; "byte" repeats the id), "layers": L, "heads": H, "T": T} padded with
+// spaces to a multiple of 8, then the attention maps, float32 little-endian [L, H, T, T] (row i: query position i's
+// weights over positions 0..i, zeros after). Binary because the maps grow as L H T^2: 0.15 MB for Small, 176 MB for
+// Mega at its full 512-byte context.
 EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_inspect(int h, const uint8_t* prompt, double n, int top_k) {
   return guarded(
       [&] {
         Session& s = session(h);
-        ptl::InspectResult r = s.trainer->inspect(prompt_tokens(prompt, n), top_k);
+        ptl::InspectResult r = s.trainer->inspect(prompt_tokens(*s.trainer, prompt, n), top_k);
         json top = json::array();
-        for (const auto& [byte, prob] : r.top) top.push_back({{"byte", byte}, {"prob", prob}});
+        // "token": the id; "byte": the same id, the name byte-level callers read.
+        for (const auto& [id, prob] : r.top) top.push_back({{"token", id}, {"byte", id}, {"prob", prob}});
         json header = {{"tokens", r.tokens}, {"top", top}, {"layers", r.layers}, {"heads", r.heads}, {"T", r.T}};
         g_bytes.clear();
         g_bytes.shrink_to_fit();  // the previous result's memory first: the maps may be large
@@ -883,15 +921,18 @@ EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
       -1);
 }
 
-// SFT examples (JSONL of {"prompt", "response"} or {"messages": [...]}) replace the corpus: the
-// loss counts only the response bytes. Errors name the line.
+// SFT examples (JSONL of {"prompt", "response"} or {"messages": [...]}) replace the corpus, in the
+// model's tokens: the loss counts only the response's. Errors name the line; a file that declares
+// another tokenizer (engine/sft.h) is refused.
 EMSCRIPTEN_KEEPALIVE int ptl_set_sft_data(int h, const uint8_t* bytes, double n, const char* name) {
   return guarded(
       [&] {
         Session& s = session(h);
         const std::string what = name && *name ? name : "sft data";
-        auto examples = ptl::parse_sft_jsonl(bytes_arg(bytes, n), what);
-        s.trainer->set_sft_data(std::make_unique<ptl::SftData>(examples, s.trainer->model_config().ctx, 0.1, what));
+        const ptl::Trainer& t = *s.trainer;
+        auto examples = ptl::parse_sft_jsonl(bytes_arg(bytes, n), what, &t.tokenizer().id());
+        s.trainer->set_sft_data(
+            std::make_unique<ptl::SftData>(examples, t.model_config().ctx, 0.1, what, t.tokenizer()));
         return 0;
       },
       -1);
@@ -985,16 +1026,7 @@ EMSCRIPTEN_KEEPALIVE int ptl_tokenizer_free(int h) {
 
 // {"type", "vocab_size", "merges", "specials": [{"text", "id"}]}
 EMSCRIPTEN_KEEPALIVE const char* ptl_tokenizer_info(int h) {
-  return guarded(
-      [&] {
-        const ptl::Tokenizer& t = tokenizer(h);
-        json specials = json::array();
-        for (const auto& sp : t.specials()) specials.push_back({{"text", sp.text}, {"id", sp.id}});
-        return text_result(json{
-            {"type", t.type()}, {"vocab_size", t.vocab_size()}, {"merges", t.merge_count()}, {"specials", specials}}
-                               .dump());
-      },
-      (const char*)nullptr);
+  return guarded([&] { return text_result(tokenizer_json(tokenizer(h)).dump()); }, (const char*)nullptr);
 }
 
 // The tokenizer.json text.
@@ -1005,15 +1037,8 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_tokenizer_json(int h) {
 // The ids of a text (any bytes), int32 little-endian (length ptl_result_size(), 4 bytes an id).
 // allow_special = 0 reads special tokens' text as ordinary text.
 EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_tokenizer_encode(int h, const uint8_t* text, double n, int allow_special) {
-  return guarded(
-      [&] {
-        const std::vector<int32_t> ids = tokenizer(h).encode(bytes_arg(text, n), allow_special != 0);
-        g_bytes.reserve(1);  // no ids is a valid result: the pointer must still not be NULL
-        g_bytes.resize(ids.size() * sizeof(int32_t));
-        if (!ids.empty()) std::memcpy(g_bytes.data(), ids.data(), g_bytes.size());
-        return (const uint8_t*)g_bytes.data();
-      },
-      (const uint8_t*)nullptr);
+  return guarded([&] { return ids_result(tokenizer(h).encode(bytes_arg(text, n), allow_special != 0)); },
+                 (const uint8_t*)nullptr);
 }
 
 // The bytes of `count` int32 ids (length ptl_result_size()); an id outside the vocabulary is an error.
@@ -1022,10 +1047,54 @@ EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_tokenizer_decode(int h, const int32_t* i
       [&] {
         const size_t len = size_arg(count);
         ptl::check(ids != nullptr || len == 0, "null data pointer");
-        const std::string bytes = tokenizer(h).decode(std::span<const int32_t>(ids, len));
-        g_bytes.reserve(1);  // an empty text is a valid result: the pointer must still not be NULL
-        g_bytes.assign(bytes.begin(), bytes.end());
-        return (const uint8_t*)g_bytes.data();
+        return bytes_result(tokenizer(h).decode(std::span<const int32_t>(ids, len)));
+      },
+      (const uint8_t*)nullptr);
+}
+
+// ---- the tokenizer of a model (its checkpoint's: bytes, or BPE; docs/checkpoint-format.md) ----
+
+// {"type": "byte" | "bpe" | "none", "vocab_size", "sha256" (BPE: the identity adapters and SFT
+// files record), "merges", "specials": [{"text", "id"}]} ("merges" and "specials" not for "none").
+EMSCRIPTEN_KEEPALIVE const char* ptl_model_tokenizer_info(int h) {
+  return guarded(
+      [&] {
+        const ptl::ModelTokenizer& mt = session(h).trainer->tokenizer();
+        json j = mt.id().to_json();
+        if (mt.reads_text()) {
+          const json t = tokenizer_json(mt.text());
+          j["merges"] = t["merges"];
+          j["specials"] = t["specials"];
+        }
+        return text_result(j.dump());
+      },
+      (const char*)nullptr);
+}
+
+// The model's tokenizer as tokenizer.json text (for a byte-level model, the byte tokenizer's:
+// 256 tokens, no merges); ptl_tokenizer_load reads it back.
+EMSCRIPTEN_KEEPALIVE const char* ptl_model_tokenizer_json(int h) {
+  return guarded(
+      [&] {
+        const ptl::ModelTokenizer& mt = session(h).trainer->tokenizer();
+        return text_result(mt.json().empty() ? mt.text().to_json() : mt.json());
+      },
+      (const char*)nullptr);
+}
+
+// The ids of a text in the model's tokenizer, int32 little-endian (length ptl_result_size()).
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_model_encode(int h, const uint8_t* text, double n) {
+  return guarded([&] { return ids_result(session(h).trainer->encode(bytes_arg(text, n))); }, (const uint8_t*)nullptr);
+}
+
+// The bytes of `count` int32 ids in the model's tokenizer (length ptl_result_size()); an id
+// outside the vocabulary is an error.
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_model_decode(int h, const int32_t* ids, double count) {
+  return guarded(
+      [&] {
+        const size_t len = size_arg(count);
+        ptl::check(ids != nullptr || len == 0, "null data pointer");
+        return bytes_result(session(h).trainer->decode(std::span<const int32_t>(ids, len)));
       },
       (const uint8_t*)nullptr);
 }

@@ -133,8 +133,7 @@ int run_model(const std::map<std::string, std::string>& a) {
   b.seq = T;
   b.inputs = tokens;
   b.targets.assign(tokens.size(), 0);
-  trainer->batch_loss(b);
-  const float* logits = trainer->logits();
+  const float* logits = trainer->logits(b);
   nlohmann::json rows = nlohmann::json::array();
   for (int t = 0; t < T; ++t) rows.push_back(std::vector<float>(logits + int64_t(t) * V, logits + int64_t(t + 1) * V));
   SamplingOptions greedy;

@@ -125,7 +125,7 @@ test(`${VARIANT}: profile gives the per-op time of the steps trained while it is
       'attention',
       'attention_backward',
       'layernorm',
-      'cross_entropy',
+      'cross_entropy_tied', // with its backward: the executor runs the pair as one call
       'adamw',
     ])
       assert.ok(ops[op] > 0, `${op} timed`);

@@ -171,8 +171,14 @@ void Executor::run() {
         written.insert(next.outputs.begin(), next.outputs.end());
       }
     }
+    // A training program's loss and its backward, back to back: one call, which computes the
+    // logits once where one chunk holds them all (cross_entropy_tied_forward_backward).
+    const bool loss_pair = is_loss_pair(i);
+    if (loss_pair) end = i + 2;
     const auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (end - i > 1) {
+    if (loss_pair) {
+      run_loss_pair(ops[i], ops[i + 1]);
+    } else if (end - i > 1) {
       std::vector<AdamWTensor> batch;
       for (size_t k = i; k < end; k++) batch.push_back(adamw_args(ops[k]));
       adamw_update_many(batch.data(), int64_t(batch.size()));
@@ -184,6 +190,35 @@ void Executor::run() {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     i = end;
   }
+}
+
+// ops[i] is a cross_entropy_tied and ops[i + 1] its backward on the same tensors (what autodiff
+// emits for a training program's loss).
+bool Executor::is_loss_pair(size_t i) const {
+  const auto& ops = program_.ops;
+  if (ops[i].kind != OpKind::cross_entropy_tied || i + 1 >= ops.size()) return false;
+  const Op &f = ops[i], &b = ops[i + 1];
+  auto in = [](const Op& op, size_t k) { return k < op.inputs.size() ? op.inputs[k] : kNoTensor; };
+  auto out = [](const Op& op, size_t k) { return k < op.outputs.size() ? op.outputs[k] : kNoTensor; };
+  return b.kind == OpKind::cross_entropy_tied_backward && in(b, 0) == in(f, 0) && in(b, 1) == in(f, 1) &&
+         in(b, 2) == in(f, 2) && in(b, 3) == out(f, 1) && in(b, 3) != kNoTensor && in(b, 4) == in(f, 3);
+}
+
+void Executor::run_loss_pair(const Op& f, const Op& b) {
+  auto ptr = [&](const std::vector<int>& ids, size_t k) -> void* {
+    return k < ids.size() && ids[k] >= 0 ? ptrs_[size_t(ids[k])] : nullptr;
+  };
+  const auto& xs = program_.tensors.at(f.inputs[0]);
+  const int64_t C = xs.shape.back(), M = xs.numel() / C, V = program_.tensors.at(f.inputs[1]).shape[0];
+  const auto* targets = static_cast<const int32_t*>(ptr(f.inputs, 2));
+  for (int64_t i = 0; i < M; ++i)
+    if (targets[i] < 0 || targets[i] >= V)
+      fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+  cross_entropy_tied_forward_backward(
+      static_cast<float*>(ptr(f.outputs, 0)), static_cast<float*>(ptr(f.outputs, 1)),
+      static_cast<float*>(ptr(b.outputs, 0)), b.accumulates(0), static_cast<float*>(ptr(b.outputs, 1)),
+      b.accumulates(1), static_cast<const float*>(ptr(f.inputs, 0)), static_cast<const float*>(ptr(f.inputs, 1)),
+      targets, static_cast<const float*>(ptr(f.inputs, 3)), M, V, C);
 }
 
 AdamWTensor Executor::adamw_args(const Op& op) {
@@ -337,6 +372,22 @@ void Executor::run_op(const Op& op) {
     case OpKind::cross_entropy_backward: {
       const auto& s = shape(op.inputs[0]);
       cross_entropy_backward(out_f(0), acc(0), in_f(0), in_i(1), in_f(2), in_f(3), s[0], s[1]);
+      break;
+    }
+    case OpKind::cross_entropy_tied: {
+      const int64_t C = shape(op.inputs[0]).back(), M = numel(op.inputs[0]) / C, V = shape(op.inputs[1])[0];
+      const int32_t* targets = in_i(2);
+      for (int64_t i = 0; i < M; ++i)
+        if (targets[i] < 0 || targets[i] >= V)
+          fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+      cross_entropy_tied_forward(out_f(0), out_f(1), in_f(0), in_f(1), targets, in_f(3), M, V, C);
+      break;
+    }
+    case OpKind::cross_entropy_tied_backward: {
+      const int64_t C = shape(op.inputs[0]).back(), M = numel(op.inputs[0]) / C, V = shape(op.inputs[1])[0];
+      check(in_f(3) != nullptr, "cross_entropy_tied_backward needs the forward's lse");
+      cross_entropy_tied_backward(out_f(0), acc(0), out_f(1), acc(1), in_f(0), in_f(1), in_i(2), in_f(3), in_f(4), M, V,
+                                  C);
       break;
     }
     case OpKind::grad_norm: {

@@ -87,6 +87,8 @@ class Executor : public ptl::Executor {
  private:
   void run_op(const Op& op);
   AdamWTensor adamw_args(const Op& op);
+  bool is_loss_pair(size_t i) const;
+  void run_loss_pair(const Op& forward, const Op& backward);
   Program program_;
   Buffer arena_;
   size_t live_peak_ = 0;

@@ -84,6 +84,24 @@ void cross_entropy_forward(float* loss, float* lse, const float* logits, const i
 void cross_entropy_backward(float* dlogits, bool acc, const float* logits, const int32_t* targets, const float* lse,
                             const float* mask, int64_t M, int64_t V);
 
+// cross_entropy_tied.cpp: the tied output projection and the cross-entropy in one op, without a
+// [M, V] logits buffer: z = x[M,C] W[V,C]^T is computed chunk by chunk of `chunk` vocabulary rows
+// (0 = cross_entropy_tied_chunk(M, V)), its log-sum-exp accumulated online per row; loss and lse
+// as cross_entropy_forward on z. The backward recomputes each chunk's logits:
+// dx (+)= dz W, dW (+)= dz^T x with dz = (softmax(z) - onehot) * mask_i / sum(mask). lse is the
+// forward's. Either gradient may be null.
+int64_t cross_entropy_tied_chunk(int64_t M, int64_t V);  // vocabulary rows per chunk, a multiple of 64 (or V)
+void cross_entropy_tied_forward(float* loss, float* lse, const float* x, const float* W, const int32_t* targets,
+                                const float* mask, int64_t M, int64_t V, int64_t C, int64_t chunk = 0);
+void cross_entropy_tied_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, const float* x, const float* W,
+                                 const int32_t* targets, const float* lse, const float* mask, int64_t M, int64_t V,
+                                 int64_t C, int64_t chunk = 0);
+// The forward then the backward (a training program's loss: its two ops back to back), bitwise
+// what the two give; where one chunk holds all of V, the logits are computed once for both.
+void cross_entropy_tied_forward_backward(float* loss, float* lse, float* dx, bool acc_dx, float* dW, bool acc_dW,
+                                         const float* x, const float* W, const int32_t* targets, const float* mask,
+                                         int64_t M, int64_t V, int64_t C);
+
 // adamw.cpp
 // Sum of squares in double (the global gradient norm is the sqrt of the sum over tensors).
 double sum_squares(const float* x, int64_t n);

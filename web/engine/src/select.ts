@@ -110,9 +110,10 @@ function nodeCores(): number | undefined {
 /**
  * Bytes the engine needs for a model trained at `batch`: weights, gradients and the two AdamW
  * moments (16 bytes per parameter), plus the training program's activations and the evaluation
- * program's (per token and layer about 22 d floats and 2 H floats; logits, their gradient and
- * the cross-entropy scratch 3 V floats per token), plus a quarter for the allocator and 32 MiB
- * for the runtime (the same margins as wasm/api.cpp's heap reservation).
+ * program's (per token and layer about 22 d floats and 2 H floats; no logits: the loss is
+ * computed over chunks of the vocabulary), plus one sequence's logits (ctx V floats: generation
+ * past the context, inspection), plus a quarter for the allocator and 32 MiB for the runtime (the
+ * same margins as wasm/api.cpp's heap reservation).
  */
 export function estimateStateBytes(model: ModelShape, batch: number): number {
   const V = model.vocab_size ?? 256,
@@ -122,7 +123,7 @@ export function estimateStateBytes(model: ModelShape, batch: number): number {
     H = model.n_heads;
   const params = V * d + T * d + 2 * d + L * (12 * d * d + 13 * d);
   const tokens = batch * T;
-  const activations = tokens * (L * (22 * d + 2 * H) + 4 * d + 3 * V) * 4;
+  const activations = (tokens * (L * (22 * d + 2 * H) + 4 * d) + T * V) * 4;
   const need = params * 16 + activations * 1.5;
   return Math.ceil(need * 1.25 + 32 * 1024 * 1024);
 }

@@ -38,6 +38,7 @@ import {
   type ProgramJson,
   type ProgramName,
   type StepMetrics,
+  type TokenizerInfo,
   type TrainConfig,
 } from './engine.js';
 
@@ -62,8 +63,12 @@ export interface Methods {
       topP?: number;
       seed?: number;
     };
-    result: { tokens: Uint8Array; text: string };
+    result: { tokens: Uint8Array; ids: Int32Array; text: string };
   };
+  /** The model's tokenizer (its checkpoint's): identity, merges, special tokens. */
+  tokenizerInfo: { params: Record<string, never>; result: TokenizerInfo };
+  encode: { params: { text: Uint8Array | string }; result: Int32Array };
+  decode: { params: { ids: number[] | Int32Array }; result: Uint8Array };
   exportCheckpoint: { params: { optimizer?: boolean }; result: Uint8Array };
   importCheckpoint: { params: { bytes: Uint8Array; name?: string }; result: EngineInfo };
   exportProgram: { params: { which?: ProgramName }; result: ProgramJson };
@@ -184,6 +189,12 @@ export function serveEngine(port: Port): void {
           onToken: (token) => port.postMessage({ id: req.id, event: 'token', data: { token } }),
         });
       }
+      case 'tokenizerInfo':
+        return needEngine().tokenizerInfo();
+      case 'encode':
+        return needEngine().encode((req.params as Methods['encode']['params']).text);
+      case 'decode':
+        return needEngine().decode((req.params as Methods['decode']['params']).ids);
       case 'exportCheckpoint':
         return needEngine().exportCheckpoint(req.params as Methods['exportCheckpoint']['params']);
       case 'importCheckpoint': {

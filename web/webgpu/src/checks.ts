@@ -917,6 +917,85 @@ export function kernelCases(): KernelCase[] {
     },
   });
 
+  // ---- cross_entropy_tied: the tied projection and the loss over chunks of the vocabulary ------
+  // An odd vocabulary in chunks of 64 rows (ragged last chunk) and in one chunk, and GPT-2's
+  // 50,257 in chunks of 4,096, with tiny widths and row counts (SwiftShader is slow).
+  for (const [V, M, C, chunk, masked] of [
+    [263, 7, 12, 64, true],
+    [263, 5, 8, 'auto', false],
+    [50257, 3, 4, 4096, true],
+  ] as const) {
+    const r = caseRng(V + M);
+    const x = Array.from({ length: M * C }, () => Math.fround(r.normal()));
+    const W = Array.from({ length: V * C }, () => Math.fround(r.normal() * 0.5));
+    const targets = Array.from({ length: M }, (_, i) => (i * 7919 + 13) % V);
+    targets[M - 1] = V - 1; // the last row of the last chunk
+    const mask = Array.from({ length: M }, (_, i) => (i === 1 ? 0 : i === 2 ? 0.5 : 1));
+    // lse of the logits x W^T, in double (the backward's input, as the forward would give it).
+    const lse = Array.from({ length: M }, (_, i) => {
+      const z = Array.from({ length: V }, (_, v) => {
+        let d = 0;
+        for (let k = 0; k < C; k++) d += x[i * C + k]! * W[v * C + k]!;
+        return d;
+      });
+      const m = z.reduce((a, b) => Math.max(a, b), -Infinity);
+      return m + Math.log(z.reduce((a, b) => a + Math.exp(b - m), 0));
+    });
+    const common = {
+      x: { shape: [M, C], init: x },
+      W: { shape: [V, C], init: W },
+      targets: { shape: [M], dtype: 'i32' as const, init: targets },
+      mask: { shape: [M], init: mask },
+    };
+    const tag = `V=${V} M=${M} C=${C} chunk=${chunk}${masked ? ' mask' : ''}`;
+    const options = { vocabChunk: chunk };
+    add({
+      name: `cross_entropy_tied ${tag}`,
+      tol: TOL.reduction,
+      options,
+      tensors: { ...common, loss: { shape: [1] }, lse: { shape: [M] } },
+      op: { op: 'cross_entropy_tied', inputs: ['x', 'W', 'targets', masked ? 'mask' : null], outputs: ['loss', 'lse'] },
+    });
+    add({
+      name: `cross_entropy_tied_backward ${tag}${masked ? ' acc dx' : ''}`,
+      tol: TOL.reduction,
+      options,
+      tensors: {
+        ...common,
+        lse: { shape: [M], init: lse },
+        dx: { shape: [M, C], init: 'normal' },
+        dW: { shape: [V, C], init: 'normal', scale: 0.01 },
+      },
+      op: {
+        op: 'cross_entropy_tied_backward',
+        inputs: ['x', 'W', 'targets', 'lse', masked ? 'mask' : null],
+        outputs: ['dx', 'dW'],
+        attrs: { acc0: masked ? 1 : 0, acc1: 0 },
+      },
+    });
+  }
+  add({
+    name: 'cross_entropy_tied_backward dW only, accumulating',
+    tol: TOL.reduction,
+    seed: 3,
+    options: { vocabChunk: 64 },
+    tensors: {
+      x: { shape: [4, 8], init: 'normal' },
+      W: { shape: [150, 8], init: 'normal', scale: 0.5 },
+      targets: { shape: [4], dtype: 'i32', init: [0, 149, 64, 70] },
+      lse: { shape: [4], init: [6, 5.5, 5, 7] }, // any values: both sides use the same
+      dx: { shape: [4, 8], init: 'normal' },
+      dW: { shape: [150, 8], init: 'normal', scale: 0.01 },
+    },
+    op: {
+      op: 'cross_entropy_tied_backward',
+      inputs: ['x', 'W', 'targets', 'lse', null],
+      outputs: [null, 'dW'],
+      attrs: { acc1: 1 },
+    },
+    compareOutputs: ['dx', 'dW'], // dx absent: untouched
+  });
+
   // ---- grad_norm, adamw ------------------------------------------------------------------------
   add({
     name: 'grad_norm',

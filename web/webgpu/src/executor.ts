@@ -51,6 +51,8 @@ interface BindingSpec {
   buffer: GPUBuffer;
   access: Access;
   what: string; // for error messages
+  offset?: number; // bytes: a slice of the buffer (rows of a tensor), 256-byte aligned; default 0
+  size?: number; // bytes of the slice; default the rest of the buffer
 }
 interface DispatchSpec {
   kernel: string;
@@ -114,6 +116,10 @@ export function adamwConstants(
 // many 128 x 128 output tiles: with fewer, 128-wide tiles leave multiprocessors without work.
 const WIDE_MIN_TILES = 512;
 
+// Logits of one vocabulary chunk of cross_entropy_tied held at once ('auto'): 16 MiB, enough
+// columns for the chunk's matrix product to fill a large GPU (GPT-2's 8192 rows: 512 columns).
+const VOCAB_CHUNK_FLOATS = 1 << 22;
+
 // For error messages: which common files a variant's module includes instead of the usual ones.
 const aliasNote = (includes: IncludeAliases): string =>
   Object.keys(includes).length ? ` ${JSON.stringify(includes)}` : '';
@@ -133,6 +139,7 @@ export interface BackendOptions {
   matmulNT: 'auto' | boolean;
   matmulTiled: 'auto' | 'off' | string;
   reductions: 'auto' | 'subgroup' | 'workgroup';
+  vocabChunk: 'auto' | number;
 }
 
 export class WebGPUBackend {
@@ -171,6 +178,8 @@ export class WebGPUBackend {
   // 'workgroup' = the workgroup-memory tree of reduce.wgsl, 'auto' = subgroup where the device
   // has the feature. Both are deterministic on one device; they differ in summation order. (The
   // other row kernels use the tree.)
+  // vocabChunk: vocabulary rows per chunk of cross_entropy_tied (a multiple of 64); 'auto' = as
+  // many as make VOCAB_CHUNK_FLOATS logits for the op's rows (all of a small vocabulary).
   readonly options: BackendOptions;
 
   constructor(device: GPUDevice, kernels: KernelSource, options: Partial<BackendOptions> = {}) {
@@ -184,6 +193,7 @@ export class WebGPUBackend {
       matmulNT: options.matmulNT ?? 'auto',
       matmulTiled: options.matmulTiled ?? 'auto',
       reductions: options.reductions ?? 'auto',
+      vocabChunk: options.vocabChunk ?? 'auto',
     };
     if (this.options.matmulTiled !== 'auto' && this.options.matmulTiled !== 'off') parseTiled(this.options.matmulTiled); // fail early
     if (this.options.reductions === 'subgroup' && !device.features.has('subgroups'))
@@ -524,6 +534,11 @@ interface PlanContext {
   grid(count: number): [number, number, number]; // `count` workgroups as a 2-D grid
   elementwise(n: number): [number, number, number]; // one thread per element, 256 per workgroup
   scratch(floats: number, label: string): GPUBuffer;
+  // Rows [first, first + count) of a tensor with `width` floats per row, as a binding of its own
+  // (the row offset must make a multiple of 256 bytes).
+  rows(binding: number, id: number, access: Access, first: number, count: number, width: number): BindingSpec;
+  vocabChunk(M: number, V: number): number; // vocabulary rows per chunk of cross_entropy_tied
+  logitsChunk(access: Access, binding: number, floats: number): BindingSpec; // the chunk's scratch, shared by the program's ops
   readDummy(): GPUBuffer;
   rowReductions(): IncludeAliases;
   rowsPerWorkgroup(): number;
@@ -1104,6 +1119,156 @@ function planCrossEntropyBackward(c: PlanContext): DispatchSpec[] {
   ];
 }
 
+// The vocabulary chunks [v0, n] of cross_entropy_tied (C++ twin: kernels/cross_entropy_tied.cpp).
+function vocabChunks(c: PlanContext, M: number, V: number): [number, number][] {
+  const n = c.vocabChunk(M, V);
+  const chunks: [number, number][] = [];
+  for (let v0 = 0; v0 < V; v0 += n) chunks.push([v0, Math.min(n, V - v0)]);
+  return chunks;
+}
+
+// The shapes of cross_entropy_tied and its backward: x [.., C] (M rows), W [V, C].
+function tiedShapes(c: PlanContext): { x: number; W: number; M: number; V: number; C: number } {
+  const x = c.need(c.inp(0), 'x'),
+    W = c.need(c.inp(1), 'W');
+  const C = c.shape(x).at(-1)!,
+    M = c.numel(x) / C;
+  const [V, CW] = c.shape(W) as [number, number];
+  if (CW !== C) throw new WebGPUError(`${c.label}: W is [${c.shape(W)}] for inputs of width ${C}`);
+  c.bound(c.need(c.inp(2), 'targets'), V, (t, i) => `id ${t} at index ${i} is outside the vocabulary [0, ${V})`);
+  return { x, W, M, V, C };
+}
+
+// cross_entropy_tied: the tied output projection and the cross-entropy without a [M, V] logits
+// buffer. Per chunk of the vocabulary: its logits z_c = x W_c^T (a matrix product into a scratch
+// buffer of M x chunk floats), then one workgroup per row folds them into the row's online
+// log-sum-exp and picks the target's logit; the last chunk's rows write lse and their loss, which
+// cross_entropy.wgsl's total_main averages.
+function planCrossEntropyTied(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, r, w } = c;
+  const { x, W, M, V, C } = tiedShapes(c);
+  if (M === 0 || V === 0) return [];
+  const chunks = vocabChunks(c, M, V);
+  const state = c.scratch(3 * M, `${label} running max, sum and target logit`);
+  const rowloss = c.scratch(M, `${label} row losses`);
+  const st = (binding: number): BindingSpec => ({ binding, buffer: state, access: 'w', what: 'row state' });
+  const rl = (binding: number): BindingSpec => ({ binding, buffer: rowloss, access: 'w', what: 'row losses' });
+  const constants = { HAS_MASK: b1(inp(3) >= 0), HAS_LSE: b1(out(1) >= 0) };
+  const specs: DispatchSpec[] = [];
+  chunks.forEach(([v0, n], k) => {
+    specs.push(
+      ...c.matmul(
+        `${label} logits ${v0}`,
+        { I: M, J: n, P: C, transA: false, lda: C, transB: true, ldb: C, ldc: n },
+        r(1, x),
+        c.rows(2, W, 'r', v0, n, C),
+        r(3, -1),
+        c.logitsChunk('w', 4, M * n),
+        false,
+        false,
+      ),
+    );
+    specs.push({
+      kernel: 'cross_entropy_tied',
+      entry: 'chunk_main',
+      label: `${label} rows ${v0}`,
+      constants,
+      params: [u(M), u(n), u(v0), u((k === 0 ? 1 : 0) | (k === chunks.length - 1 ? 2 : 0))],
+      bindings: [c.logitsChunk('r', 1, M * n), r(2, inp(2)), r(3, inp(3)), w(4, out(1)), rl(5), st(6)],
+      workgroups: c.grid(M),
+    });
+  });
+  if (out(0) >= 0)
+    specs.push({
+      kernel: 'cross_entropy',
+      entry: 'total_main',
+      label: `${label} total`,
+      constants,
+      params: [u(M), u(V), u(0), u(0)],
+      bindings: [r(3, inp(3)), rl(5), w(6, out(0))],
+      workgroups: [1, 1, 1],
+    });
+  return specs;
+}
+
+// cross_entropy_tied_backward: per chunk of the vocabulary, the logits again (a matrix product),
+// turned in place into dz_c = (softmax - onehot) * mask / sum(mask) from the forward's lse, then
+// dx (+)= dz_c W_c and the chunk's rows of dW (+)= dz_c^T x (two more products).
+function planCrossEntropyTiedBackward(c: PlanContext): DispatchSpec[] {
+  const { label, inp, out, acc, need, r } = c;
+  const { x, W, M, V, C } = tiedShapes(c);
+  const lse = need(inp(3), 'lse'),
+    mask = inp(4);
+  const dx = out(0),
+    dW = out(1);
+  if (dx < 0 && dW < 0) return [];
+  if (M === 0 || V === 0) throw new WebGPUError(`${label}: no rows or no vocabulary`);
+  const count = c.scratch(1, `${label} sum of the mask`);
+  const cw = (binding: number): BindingSpec => ({ binding, buffer: count, access: 'w', what: 'mask sum' });
+  const constants = { HAS_MASK: b1(mask >= 0) };
+  const specs: DispatchSpec[] = [];
+  if (mask >= 0)
+    specs.push({
+      kernel: 'cross_entropy_tied_backward',
+      entry: 'count_main',
+      label: `${label} mask sum`,
+      constants,
+      params: [u(M), u(0), u(0), u(0)],
+      bindings: [r(4, mask), cw(5)],
+      workgroups: [1, 1, 1],
+    });
+  vocabChunks(c, M, V).forEach(([v0, n]) => {
+    specs.push(
+      ...c.matmul(
+        `${label} logits ${v0}`,
+        { I: M, J: n, P: C, transA: false, lda: C, transB: true, ldb: C, ldc: n },
+        r(1, x),
+        c.rows(2, W, 'r', v0, n, C),
+        r(3, -1),
+        c.logitsChunk('w', 4, M * n),
+        false,
+        false,
+      ),
+    );
+    specs.push({
+      kernel: 'cross_entropy_tied_backward',
+      entry: 'main',
+      label: `${label} dlogits ${v0}`,
+      constants,
+      params: [u(M), u(n), u(v0), u(0)],
+      bindings: [c.logitsChunk('w', 1, M * n), r(2, inp(2)), r(3, lse), r(4, mask), cw(5)],
+      workgroups: c.grid(M),
+    });
+    if (dx >= 0)
+      specs.push(
+        ...c.matmul(
+          `${label} dx ${v0}`,
+          { I: M, J: C, P: n, transA: false, lda: n, transB: false, ldb: C, ldc: C },
+          c.logitsChunk('r', 1, M * n),
+          c.rows(2, W, 'r', v0, n, C),
+          r(3, -1),
+          c.w(4, dx),
+          false,
+          acc(0) || v0 > 0,
+        ),
+      );
+    if (dW >= 0)
+      specs.push(
+        ...c.matmul(
+          `${label} dW ${v0}`,
+          { I: n, J: C, P: M, transA: true, lda: n, transB: false, ldb: C, ldc: C },
+          c.logitsChunk('r', 1, M * n),
+          r(2, x),
+          r(3, -1),
+          c.rows(4, dW, 'w', v0, n, C),
+          false,
+          acc(1),
+        ),
+      );
+  });
+  return specs;
+}
+
 // grad_norm: sums of squares of every gradient in fixed chunks, then one workgroup adds the partial sums.
 function planGradNorm(c: PlanContext): DispatchSpec[] {
   const { op, label, out, need, r, w } = c;
@@ -1195,6 +1360,8 @@ const PLANNERS: { readonly [K in OpKind]: Planner } = {
   add_backward: planAddBackward,
   cross_entropy: planCrossEntropy,
   cross_entropy_backward: planCrossEntropyBackward,
+  cross_entropy_tied: planCrossEntropyTied,
+  cross_entropy_tied_backward: planCrossEntropyTiedBackward,
   grad_norm: planGradNorm,
   adamw: planAdamw,
 };
@@ -1349,6 +1516,9 @@ export class Executor {
       grid: (count) => this.grid(count),
       elementwise: (n) => this.grid(ceilDiv(n, 256)),
       scratch: (floats, what) => this.scratch(floats, what),
+      rows: (binding, id, access, first, count, width) => this.rows(label, binding, id, access, first, count, width),
+      vocabChunk: (M, V) => this.vocabChunk(label, M, V),
+      logitsChunk: (access, binding, floats) => this.logitsChunk(access, binding, floats),
       readDummy: () => this.readDummy(),
       rowReductions: () => this.rowReductions(),
       rowsPerWorkgroup: () => this.rowsPerWorkgroup(),
@@ -1607,6 +1777,63 @@ export class Executor {
     return this.trDummy[which]!;
   }
 
+  // A slice of a tensor's rows as a binding (cross_entropy_tied's chunks of W and dW). The size is
+  // rounded up to 16 bytes (the matrix products read vec4s) within the buffer, itself rounded so.
+  private rows(
+    label: string,
+    binding: number,
+    id: number,
+    access: Access,
+    first: number,
+    count: number,
+    width: number,
+  ): BindingSpec {
+    const t = this.tensors[id]!;
+    const offset = first * width * 4;
+    const align = this.backend.device.limits.minStorageBufferOffsetAlignment;
+    if (offset % align !== 0)
+      throw new WebGPUError(`${label}: row ${first} of '${t.info.name}' is not ${align}-byte aligned`);
+    const size = Math.min(Math.ceil((count * width * 4) / 16) * 16, t.buffer.size - offset);
+    return {
+      binding,
+      buffer: t.buffer,
+      access,
+      what: `${t.info.name} rows ${first}..${first + count - 1}`,
+      offset,
+      size,
+    };
+  }
+
+  // Vocabulary rows per chunk of cross_entropy_tied: a multiple of 64 (so that every chunk of W
+  // starts 256-byte aligned, whatever C), or all of V (see options.vocabChunk).
+  private vocabChunk(label: string, M: number, V: number): number {
+    const lim = this.backend.device.limits;
+    const maxFloats = Math.floor(Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize) / 4);
+    const opt = this.backend.options.vocabChunk;
+    const n =
+      opt === 'auto'
+        ? Math.max(64, Math.floor(Math.min(VOCAB_CHUNK_FLOATS, maxFloats) / Math.max(M, 1) / 64) * 64)
+        : Math.max(64, Math.ceil(opt / 64) * 64);
+    const chunk = Math.min(V, n);
+    if (M * chunk > maxFloats)
+      throw new WebGPUError(`${label}: ${M} rows of ${chunk} logits are more than this device can bind`);
+    return chunk;
+  }
+
+  // The logits of one vocabulary chunk: one scratch buffer for every cross_entropy_tied op of the
+  // program (they run one after another), sized in prepare() for the largest.
+  private chunkFloats = 0;
+  private chunkDummy: GPUBuffer | null = null;
+  private logitsChunk(access: Access, binding: number, floats: number): BindingSpec {
+    this.chunkFloats = Math.max(this.chunkFloats, floats);
+    this.chunkDummy ??= this.backend.device.createBuffer({
+      label: 'logits chunk placeholder',
+      size: 16,
+      usage: GPUBufferUsage.STORAGE,
+    });
+    return { binding, buffer: this.chunkDummy, access, what: 'logits chunk' };
+  }
+
   // One scratch buffer serves every split-K product of the program (they run one after another).
   private splitFloats = 0;
   private splitDummy: GPUBuffer | null = null;
@@ -1633,6 +1860,12 @@ export class Executor {
       for (const s of this.specs)
         if (s.kernel === 'adamw')
           s.bindings[0] = { binding: 1, buffer: this.adamwConsts, access: 'r', what: 'adamw constants' };
+    }
+    if (this.chunkDummy) {
+      const scratch = this.scratch(this.chunkFloats, 'logits chunk');
+      for (const s of this.specs) for (const b of s.bindings) if (b.buffer === this.chunkDummy) b.buffer = scratch;
+      this.chunkDummy.destroy();
+      this.chunkDummy = null;
     }
     if (this.splitDummy) {
       const scratch = this.scratch(this.splitFloats, 'split-K partial products');
@@ -1693,7 +1926,10 @@ export class Executor {
         layout: this.backend.layout(s.bindings),
         entries: [
           { binding: 0, resource: { buffer: this.paramsBuffer!, offset: k * slot, size: 64 } },
-          ...s.bindings.map((b) => ({ binding: b.binding, resource: { buffer: b.buffer } })),
+          ...s.bindings.map((b) => ({
+            binding: b.binding,
+            resource: { buffer: b.buffer, offset: b.offset ?? 0, size: b.size },
+          })),
         ],
       }),
       workgroups: s.workgroups,

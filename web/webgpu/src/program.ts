@@ -31,6 +31,8 @@ export type OpKind =
   | 'add_backward'
   | 'cross_entropy'
   | 'cross_entropy_backward'
+  | 'cross_entropy_tied'
+  | 'cross_entropy_tied_backward'
   | 'grad_norm'
   | 'adamw';
 

@@ -1,0 +1,101 @@
+// A checkpoint over a BPE tokenizer in WebAssembly: it loads with its tokenizer, encodes and
+// decodes as native `ptl tokenizer` does, samples what native `ptl sample` samples, and evaluates
+// in bits per byte.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+
+import { dataFile, Engine, FIXTURES, load, nativeRun, ptl, VARIANT } from './helpers.mjs';
+
+let module, engine, ckpt;
+before(async () => {
+  module = await load();
+  // A 512-token tokenizer of TinyShakespeare and a Tiny model over it, trained 30 steps natively.
+  fs.mkdirSync(FIXTURES, { recursive: true });
+  const tok = path.join(FIXTURES, 'bpe-512.json');
+  if (!fs.existsSync(tok)) ptl(['tokenizer', 'train', '--data', dataFile(), '--vocab-size', '512', '--out', tok]);
+  const dir = nativeRun('tiny-bpe-512', [
+    '--preset',
+    'tiny',
+    '--tokenizer',
+    tok,
+    '--data',
+    dataFile(),
+    '--steps',
+    '30',
+    '--eval-every',
+    '1000',
+    '--sample-every',
+    '0',
+  ]);
+  ckpt = path.join(dir, 'model.tinygpt');
+  engine = await Engine.fromCheckpoint(new Uint8Array(fs.readFileSync(ckpt)), module);
+});
+after(() => {
+  engine?.dispose();
+  module?.terminate();
+});
+
+test(`${VARIANT}: a BPE checkpoint loads with its tokenizer`, async () => {
+  const info = await engine.info();
+  assert.equal(info.model.vocab_size, 512);
+  assert.equal(info.tokenizer.type, 'bpe');
+  const native = JSON.parse(ptl(['info', ckpt, '--json']));
+  assert.equal(info.tokenizer.sha256, native.tokenizer.sha256);
+  const t = engine.tokenizerInfo();
+  assert.equal(t.vocab_size, 512);
+  assert.deepEqual(t.specials, [{ text: '<|endoftext|>', id: 511 }]);
+  // The tokenizer.json it records is the one native ptl reads out of the checkpoint.
+  const json = engine.tokenizerJson();
+  const out = path.join(FIXTURES, 'bpe-512-from-wasm.json');
+  fs.writeFileSync(out, json);
+  const text = 'ROMEO:\nWhat say you, my lord? \u00e9t\u00e9 \u{1F600}';
+  const input = path.join(FIXTURES, 'bpe-text.txt');
+  fs.writeFileSync(input, text);
+  const nativeIds = JSON.parse(ptl(['tokenizer', 'encode', '--tokenizer', ckpt, '--data', input, '--json'])).ids;
+  assert.deepEqual([...engine.encode(text)], nativeIds);
+  assert.deepEqual(
+    JSON.parse(ptl(['tokenizer', 'encode', '--tokenizer', out, '--data', input, '--json'])).ids,
+    nativeIds,
+  );
+  assert.equal(engine.decodeText(nativeIds), text);
+  assert.ok(nativeIds.length < Buffer.byteLength(text), 'merged tokens');
+});
+
+test(`${VARIANT}: greedy sampling of a BPE checkpoint equals native ptl sample, decoded`, async () => {
+  const prompt = 'ROMEO:';
+  const out = ptl(['sample', ckpt, '--prompt', prompt, '--temperature', '0', '--max-tokens', '40', '--raw'], {
+    encoding: 'buffer',
+  });
+  const expected = out.subarray(Buffer.byteLength(prompt), out.length - 1);
+  const streamed = [];
+  let text = '';
+  const r = await engine.generate(prompt, {
+    maxTokens: 40,
+    temperature: 0,
+    onToken: (t) => void streamed.push(t),
+    onText: (s) => void (text += s),
+  });
+  assert.equal(r.ids.length, 40);
+  assert.deepEqual([...r.ids], streamed);
+  assert.deepEqual(Buffer.from(r.tokens), expected, 'the decoded bytes are native ptl sample output');
+  assert.equal(r.text, expected.toString('utf8'));
+  assert.equal(text, r.text, 'onText streams the same text');
+  const p = await engine.generate(prompt, { maxTokens: 40, temperature: 0, mode: 'polling' });
+  assert.deepEqual(Buffer.from(p.tokens), expected, 'polling mode');
+  console.log(`# BPE greedy continuation: ${JSON.stringify(r.text.slice(0, 60))}`);
+});
+
+test(`${VARIANT}: a BPE model evaluates in bits per byte, as native ptl eval`, async () => {
+  const text = fs.readFileSync(dataFile()).subarray(0, 4000);
+  const input = path.join(FIXTURES, 'bpe-eval.txt');
+  fs.writeFileSync(input, text);
+  const native = JSON.parse(ptl(['eval', ckpt, '--data', input, '--json']));
+  const v = await engine.evaluate(text);
+  assert.equal(v.tokens, native.tokens);
+  assert.equal(v.bytes, native.bytes);
+  assert.ok(Math.abs(v.loss - native.loss) < 1e-5, `${v.loss} vs ${native.loss}`);
+  assert.ok(Math.abs(v.bits_per_byte - (v.loss * v.tokens) / (v.bytes * Math.LN2)) < 1e-9);
+  assert.ok(v.bytes > v.tokens);
+});
