@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "engine/backends/cpu/cpu_backend.h"
 #include "engine/dropout.h"
 #include "engine/error.h"
 
@@ -169,8 +170,14 @@ AdapterContents inspect_adapter(const SafeTensors& f, const std::string& what) {
   c.tokenizer = f.metadata.count("tokenizer") ? TokenizerId::from_json(meta_json(f, "tokenizer", what), what)
                                               : TokenizerId::from_json(nlohmann::json{{"type", "byte"}}, what);
   auto sha = f.metadata.find("base_sha256");
-  check(sha != f.metadata.end() && sha->second.size() == 64, what + ": adapter metadata lacks the base's sha256");
-  c.base_sha256 = sha->second;
+  auto wsha = f.metadata.find("base_weights_sha256");
+  check(sha == f.metadata.end() || sha->second.size() == 64, what + ": adapter metadata 'base_sha256' is not a sha256");
+  check(wsha == f.metadata.end() || wsha->second.size() == 64,
+        what + ": adapter metadata 'base_weights_sha256' is not a sha256");
+  check(sha != f.metadata.end() || wsha != f.metadata.end(),
+        what + ": adapter metadata lacks the base's sha256 (base_weights_sha256 or base_sha256)");
+  if (sha != f.metadata.end()) c.base_sha256 = sha->second;
+  if (wsha != f.metadata.end()) c.base_weights_sha256 = wsha->second;
   if (f.metadata.count("train_state")) {
     auto s = meta_json(f, "train_state", what);
     c.steps = s.contains("step")
@@ -208,6 +215,20 @@ AdapterContents inspect_adapter(const SafeTensors& f, const std::string& what) {
   for (const auto& s : f.tensors)
     check(names.count(s.name), what + ": unexpected tensor '" + s.name + "' in a LoRA adapter");
   return c;
+}
+
+std::string weights_sha256(const cpu::TensorStore& store, const ModelConfig& model) {
+  std::vector<std::string> names;
+  for (const TensorInfo& t : parameter_list(model)) names.push_back(t.name);
+  std::sort(names.begin(), names.end());
+  // A digest of per-tensor digests: no copy of the weights is made (a 124M model is 500 MB).
+  std::string lines;
+  for (const std::string& n : names) {
+    const float* p = store.find(n);
+    check(p != nullptr, "the model has no tensor '" + n + "'");
+    lines += n + " " + sha256_hex(reinterpret_cast<const uint8_t*>(p), size_t(store.numel(n)) * sizeof(float)) + "\n";
+  }
+  return sha256_hex(reinterpret_cast<const uint8_t*>(lines.data()), lines.size());
 }
 
 }  // namespace ptl

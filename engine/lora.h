@@ -15,6 +15,9 @@
 #include "engine/safetensors.h"
 
 namespace ptl {
+namespace cpu {
+class TensorStore;
+}
 
 constexpr const char* kAdapterFormat = "tinygpt-lora";
 constexpr int kAdapterVersion = 1;
@@ -46,7 +49,10 @@ std::vector<LoraUpdate> lora_updates(const ModelConfig&, const LoraConfig&);
 struct AdapterContents {
   ModelConfig base_model;   // the config of the base it was trained on
   TokenizerId tokenizer;    // the base's tokenizer (metadata "tokenizer")
-  std::string base_sha256;  // sha256 of the base checkpoint file's bytes
+  std::string base_sha256;  // sha256 of the base checkpoint file's bytes ("" when not recorded)
+  // weights_sha256 of the base ("" in adapters written before it was recorded): the identity an
+  // adapter is matched by, whatever else the base's file holds (optimizer state, metadata).
+  std::string base_weights_sha256;
   LoraConfig lora;
   std::optional<TrainConfig> train;
   int64_t steps = 0;  // optimizer steps the adapter was trained for
@@ -55,6 +61,12 @@ struct AdapterContents {
 };
 
 bool is_adapter(const SafeTensors& file);  // metadata format "tinygpt-lora"
+
+// The identity of a model's weights: sha256 of the lines "<name> <sha256 of its float32 values,
+// little-endian>\n" of every base parameter (parameter_list(model), no adapters), in name order.
+// The same weights give the same digest from any file that holds them (with or without optimizer
+// state, any metadata); an F16 export, whose values differ, does not.
+std::string weights_sha256(const cpu::TensorStore& store, const ModelConfig& model);
 // Reads and validates an adapter: format and version, configs, every adapter tensor present
 // with the exact shape, nothing else. Throws ptl::Error naming `what` and the problem.
 AdapterContents inspect_adapter(const SafeTensors& file, const std::string& what);

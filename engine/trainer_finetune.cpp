@@ -49,13 +49,13 @@ void Trainer::disable_lora() {
 
 std::vector<uint8_t> Trainer::save_adapter() const {
   check(lora_.enabled(), "no LoRA adapters to save");
-  check(!base_sha256_.empty(),
-        "the base model's checkpoint sha256 is unknown: load the base from a checkpoint file "
-        "(or set its sha256) before saving an adapter");
   SafeTensors f;
   f.metadata["format"] = kAdapterFormat;
   f.metadata["format_version"] = std::to_string(kAdapterVersion);
-  f.metadata["base_sha256"] = base_sha256_;
+  // The base by its weights (matched on load), and by its file when it came from one (for
+  // readers that know only that).
+  f.metadata["base_weights_sha256"] = weights_sha256(store_, model_);
+  if (!base_sha256_.empty()) f.metadata["base_sha256"] = base_sha256_;
   f.metadata["model_config"] = model_.to_json().dump();
   // The base's tokenizer identity (not the tokenizer itself: the base checkpoint holds it).
   f.metadata["tokenizer"] = tokenizer_.id().to_json().dump();
@@ -80,14 +80,25 @@ void Trainer::load_adapter(const std::vector<uint8_t>& bytes, const std::string&
                                             tokenizer_.id().describe() + " (its token ids mean other text)");
   check(c.base_model == model_, what + ": the adapter was trained on a base model with config " +
                                     c.base_model.to_json().dump() + ", but this base is " + model_.to_json().dump());
-  check(!base_sha256_.empty(), what +
-                                   ": cannot check the adapter against this base: the base was not loaded from a "
-                                   "checkpoint file (its sha256 is unknown)");
-  check(c.base_sha256 == base_sha256_, what +
-                                           ": the adapter was trained on a different base checkpoint (its base has "
-                                           "sha256 " +
-                                           c.base_sha256.substr(0, 16) + "..., this base " +
-                                           base_sha256_.substr(0, 16) + "...)");
+  if (!c.base_weights_sha256.empty()) {
+    // Matched by the weights: the same base whether its file holds optimizer state or not.
+    const std::string mine = weights_sha256(store_, model_);
+    check(c.base_weights_sha256 == mine, what +
+                                             ": the adapter was trained on a base with other weights (its base's "
+                                             "weights have sha256 " +
+                                             c.base_weights_sha256.substr(0, 16) + "..., this base's " +
+                                             mine.substr(0, 16) + "...)");
+  } else {
+    // An adapter that records only its base's file.
+    check(!base_sha256_.empty(), what +
+                                     ": cannot check the adapter against this base: it records only its base "
+                                     "checkpoint file's sha256 and this base was not loaded from a file");
+    check(c.base_sha256 == base_sha256_, what +
+                                             ": the adapter was trained on a different base checkpoint (its base has "
+                                             "sha256 " +
+                                             c.base_sha256.substr(0, 16) + "..., this base " +
+                                             base_sha256_.substr(0, 16) + "...)");
+  }
   drop_programs();
   if (lora_.enabled()) erase_adapters();
   store_.erase_prefix("optim.");

@@ -204,9 +204,21 @@ def sha256_file(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def weights_sha256(state):
+    """The engine's identity of a model's weights (engine/lora.h, weights_sha256): sha256 of the
+    lines "<name> <sha256 of its float32 values, little-endian>\\n" of every base parameter (no
+    optimizer state, no adapters), in name order."""
+    lines = ""
+    for name in sorted(n for n in state if not n.startswith("optim.") and ".lora_" not in n):
+        data = state[name].detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        lines += f"{name} {hashlib.sha256(data).hexdigest()}\n"
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
+
+
 def load_adapter(model, path, base_path=None):
     """Apply an adapter file to a TinyGPT (built from its base checkpoint). With base_path, the
-    adapter's base_sha256 must match that file."""
+    adapter must have been trained on that base: the same weights (base_weights_sha256), or for
+    an adapter that records only its base's file, the same file (base_sha256)."""
     state, meta = load_checkpoint(path)
     if meta.get("format") != ADAPTER_FORMAT or meta.get("format_version") != ADAPTER_VERSION:
         raise ValueError(f"{path}: not a tinygpt-lora {ADAPTER_VERSION} adapter")
@@ -217,7 +229,10 @@ def load_adapter(model, path, base_path=None):
         base_tok = json.loads(load_checkpoint(base_path)[1].get("tokenizer", '{"type": "byte", "vocab_size": 256}'))
         if json.loads(meta.get("tokenizer", '{"type": "byte", "vocab_size": 256}')) != base_tok:
             raise ValueError(f"{path}: the adapter was trained on a base with another tokenizer")
-        if sha256_file(base_path) != meta["base_sha256"]:
+        if "base_weights_sha256" in meta:
+            if weights_sha256(load_checkpoint(base_path)[0]) != meta["base_weights_sha256"]:
+                raise ValueError(f"{path}: the adapter was trained on a base with other weights")
+        elif sha256_file(base_path) != meta.get("base_sha256"):
             raise ValueError(f"{path}: the adapter was trained on a different base checkpoint")
     lc = json.loads(meta["lora_config"])
     apply_lora(model, lc["rank"], lc["alpha"], lc["targets"], lc.get("dropout", 0.0))
@@ -236,6 +251,7 @@ def save_adapter(model, path, base_path, extra_metadata=None):
         "format": ADAPTER_FORMAT,
         "format_version": ADAPTER_VERSION,
         "base_sha256": sha256_file(base_path),
+        "base_weights_sha256": weights_sha256(load_checkpoint(base_path)[0]),
         "model_config": json.dumps(model.config.to_dict()),
         # The base's tokenizer identity (its "tokenizer" metadata; the tokenizer.json stays in the base).
         "tokenizer": load_checkpoint(base_path)[1].get("tokenizer", json.dumps({"type": "byte", "vocab_size": 256})),

@@ -143,7 +143,7 @@ TEST(CliLora, ErrorsAreOneLine) {
   make_base(d, "other", 99);
   ASSERT_EQ(ptl_cli("lora train --base base/model.tinygpt --data t.txt --steps 2 --out run", d).code, 0);
   expect_error(ptl_cli("sample other/model.tinygpt --adapter run/adapter.tinygpt-lora", d),
-               "run/adapter.tinygpt-lora: the adapter was trained on a different base checkpoint");
+               "run/adapter.tinygpt-lora: the adapter was trained on a base with other weights");
   expect_error(ptl_cli("eval base/model.tinygpt --adapter base/model.tinygpt --data t.txt", d), "not a LoRA adapter");
   expect_error(ptl_cli("sample run/adapter.tinygpt-lora", d), "is a LoRA adapter, not a model checkpoint");
   expect_error(ptl_cli("lora train --base base/model.tinygpt --data t.txt --rank 100 --out x", d),

@@ -194,17 +194,59 @@ TEST(Lora, AdapterRoundTrip) {
   EXPECT_EQ(logits_of(*back, b), logits_of(*tr, b));
 }
 
+// A base is matched by its weights, whatever else its file holds: an adapter trained on one file
+// loads onto another file of the same weights (as a checkpoint with optimizer state and its
+// export without), not onto an F16 export (other weights); an adapter that records only its base's file
+// (as adapters did before) is checked against the file.
+TEST(Lora, AdapterMatchesItsBaseByTheWeights) {
+  Trainer full(find_preset("tiny").model, train_config(4, 42));
+  const auto without = full.save_checkpoint(false);
+  // The same weights in a file that also holds something else.
+  SafeTensors more = decode_safetensors(without.data(), without.size(), "base");
+  more.metadata["note"] = "a file with more in it";
+  const auto with_moments = encode_safetensors(more);
+  ASSERT_NE(sha256_hex(with_moments), sha256_hex(without));
+  auto tr = load(with_moments);
+  tr->enable_lora(lora(4), 1);
+  randomise_b(*tr, 5, 0.05f);
+  const auto adapter = tr->save_adapter();
+  const SafeTensors f = decode_safetensors(adapter.data(), adapter.size(), "a");
+  EXPECT_EQ(f.metadata.at("base_sha256"), sha256_hex(with_moments));
+  EXPECT_EQ(f.metadata.at("base_weights_sha256"), weights_sha256(tr->store(), tr->model_config()));
+  auto other_file = load(without);
+  other_file->load_adapter(adapter, "a.tinygpt-lora");
+  const Batch b = random_batch(2, 32, 8);
+  EXPECT_EQ(logits_of(*other_file, b), logits_of(*tr, b));
+  // F16 weights are other weights.
+  SafeTensors h = decode_safetensors(without.data(), without.size(), "base");
+  for (auto& t : h.tensors) t.encoding = Encoding::f16;
+  auto half = load(encode_safetensors(h));
+  EXPECT_NE(error_of([&] {
+              half->load_adapter(adapter, "a.tinygpt-lora");
+            }).find("a.tinygpt-lora: the adapter was trained on a base with other weights"),
+            std::string::npos);
+  // An adapter without base_weights_sha256: the base file's sha256 decides.
+  SafeTensors legacy = f;
+  legacy.metadata.erase("base_weights_sha256");
+  const auto legacy_bytes = encode_safetensors(legacy);
+  load(with_moments)->load_adapter(legacy_bytes, "old.tinygpt-lora");
+  EXPECT_NE(error_of([&] {
+              load(without)->load_adapter(legacy_bytes, "old.tinygpt-lora");
+            }).find("old.tinygpt-lora: the adapter was trained on a different base checkpoint"),
+            std::string::npos);
+}
+
 TEST(Lora, AdapterOnAnotherBaseIsRejected) {
   const auto bytes = base_bytes(42);
   auto tr = load(bytes);
   tr->enable_lora(lora(4), 1);
   const auto adapter = tr->save_adapter();
-  // Same config, different weights: the sha256 differs.
+  // Same config, different weights: the weights' sha256 differs.
   auto other = load(base_bytes(43));
   const Batch b = random_batch(1, 32, 2);
   const auto before = logits_of(*other, b);
   std::string e = error_of([&] { other->load_adapter(adapter, "a.tinygpt-lora"); });
-  EXPECT_NE(e.find("a.tinygpt-lora: the adapter was trained on a different base checkpoint"), std::string::npos) << e;
+  EXPECT_NE(e.find("a.tinygpt-lora: the adapter was trained on a base with other weights"), std::string::npos) << e;
   EXPECT_FALSE(other->lora_enabled());
   EXPECT_EQ(logits_of(*other, b), before);
   // Different config.
@@ -216,11 +258,14 @@ TEST(Lora, AdapterOnAnotherBaseIsRejected) {
   EXPECT_NE(e.find("not a LoRA adapter"), std::string::npos) << e;
   e = error_of([&] { Trainer::from_checkpoint(adapter, "a.tinygpt-lora"); });
   EXPECT_NE(e.find("is a LoRA adapter, not a model checkpoint"), std::string::npos) << e;
-  // A model made in memory has no file identity to record.
+  // A model made in memory has no file, but its weights name it: its adapter loads onto a
+  // checkpoint of those weights.
   Trainer fresh(tiny(), train_config(2));
+  const auto fresh_file = fresh.save_checkpoint(false);
   fresh.enable_lora(lora(4), 1);
-  e = error_of([&] { fresh.save_adapter(); });
-  EXPECT_NE(e.find("sha256 is unknown"), std::string::npos) << e;
+  const auto fresh_adapter = fresh.save_adapter();
+  EXPECT_EQ(decode_safetensors(fresh_adapter.data(), fresh_adapter.size()).metadata.count("base_sha256"), 0u);
+  load(fresh_file)->load_adapter(fresh_adapter, "fresh.tinygpt-lora");
   // Tampered adapter files.
   SafeTensors f = decode_safetensors(adapter.data(), adapter.size());
   SafeTensors missing = f;

@@ -273,7 +273,7 @@ def test_python_adapter_files_round_trip(dump, tmp_path):
     ours, meta = load_checkpoint(str(path))
     theirs, cpp_meta = load_checkpoint(str(dump["dir"] / "adapter_final.tinygpt-lora"))
     assert set(ours) == set(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
-    for key in ("format", "format_version", "base_sha256"):
+    for key in ("format", "format_version", "base_sha256", "base_weights_sha256"):
         assert meta[key] == cpp_meta[key], key
     assert json.loads(meta["model_config"]) == json.loads(cpp_meta["model_config"])
     assert json.loads(meta["lora_config"])["targets"] == json.loads(cpp_meta["lora_config"])["targets"]
@@ -286,8 +286,8 @@ def test_python_adapter_files_round_trip(dump, tmp_path):
 
 def test_adapter_rejects_another_base(dump, tmp_path):
     other = TinyGPT.from_checkpoint(str(dump["dir"] / "base.tinygpt"))
-    with pytest.raises(ValueError, match="different base"):
-        # Any other file stands for another base: its sha256 differs.
+    with pytest.raises(ValueError, match="other weights"):
+        # Any other file stands for another base: its weights differ.
         load_adapter(
             other,
             str(dump["dir"] / "adapter_final.tinygpt-lora"),
