@@ -1139,6 +1139,28 @@ function tiedShapes(c: PlanContext): { x: number; W: number; M: number; V: numbe
   return { x, W, M, V, C };
 }
 
+// One chunk's logits, x W[v0 .. v0 + n)^T, into the program's [M, n] logits scratch.
+function chunkLogits(
+  c: PlanContext,
+  x: number,
+  W: number,
+  M: number,
+  C: number,
+  v0: number,
+  n: number,
+): DispatchSpec[] {
+  return c.matmul(
+    `${c.label} logits ${v0}`,
+    { I: M, J: n, P: C, transA: false, lda: C, transB: true, ldb: C, ldc: n },
+    c.r(1, x),
+    c.rows(2, W, 'r', v0, n, C),
+    c.r(3, -1),
+    c.logitsChunk('w', 4, M * n),
+    false,
+    false,
+  );
+}
+
 // cross_entropy_tied: the tied output projection and the cross-entropy without a [M, V] logits
 // buffer. Per chunk of the vocabulary: its logits z_c = x W_c^T (a matrix product into a scratch
 // buffer of M x chunk floats), then one workgroup per row folds them into the row's online
@@ -1156,18 +1178,7 @@ function planCrossEntropyTied(c: PlanContext): DispatchSpec[] {
   const constants = { HAS_MASK: b1(inp(3) >= 0), HAS_LSE: b1(out(1) >= 0) };
   const specs: DispatchSpec[] = [];
   chunks.forEach(([v0, n], k) => {
-    specs.push(
-      ...c.matmul(
-        `${label} logits ${v0}`,
-        { I: M, J: n, P: C, transA: false, lda: C, transB: true, ldb: C, ldc: n },
-        r(1, x),
-        c.rows(2, W, 'r', v0, n, C),
-        r(3, -1),
-        c.logitsChunk('w', 4, M * n),
-        false,
-        false,
-      ),
-    );
+    specs.push(...chunkLogits(c, x, W, M, C, v0, n));
     specs.push({
       kernel: 'cross_entropy_tied',
       entry: 'chunk_main',
@@ -1218,18 +1229,7 @@ function planCrossEntropyTiedBackward(c: PlanContext): DispatchSpec[] {
       workgroups: [1, 1, 1],
     });
   vocabChunks(c, M, V).forEach(([v0, n]) => {
-    specs.push(
-      ...c.matmul(
-        `${label} logits ${v0}`,
-        { I: M, J: n, P: C, transA: false, lda: C, transB: true, ldb: C, ldc: n },
-        r(1, x),
-        c.rows(2, W, 'r', v0, n, C),
-        r(3, -1),
-        c.logitsChunk('w', 4, M * n),
-        false,
-        false,
-      ),
-    );
+    specs.push(...chunkLogits(c, x, W, M, C, v0, n));
     specs.push({
       kernel: 'cross_entropy_tied_backward',
       entry: 'main',
