@@ -6,29 +6,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { dataFile, Engine, FIXTURES, load, nativeRun, ptl, VARIANT } from './helpers.mjs';
+import { dataFile, Engine, FIXTURES, load, nativeBpeRun, ptl, VARIANT } from './helpers.mjs';
 
 let module, engine, ckpt;
 before(async () => {
   module = await load();
   // A 512-token tokenizer of TinyShakespeare and a Tiny model over it, trained 30 steps natively.
-  fs.mkdirSync(FIXTURES, { recursive: true });
-  const tok = path.join(FIXTURES, 'bpe-512.json');
-  if (!fs.existsSync(tok)) ptl(['tokenizer', 'train', '--data', dataFile(), '--vocab-size', '512', '--out', tok]);
-  const dir = nativeRun('tiny-bpe-512', [
-    '--preset',
-    'tiny',
-    '--tokenizer',
-    tok,
-    '--data',
-    dataFile(),
-    '--steps',
-    '30',
-    '--eval-every',
-    '1000',
-    '--sample-every',
-    '0',
-  ]);
+  const dir = nativeBpeRun(512, 30);
   ckpt = path.join(dir, 'model.tinygpt');
   engine = await Engine.fromCheckpoint(new Uint8Array(fs.readFileSync(ckpt)), module);
 });

@@ -6,10 +6,9 @@ import { after, before, test } from 'node:test';
 
 import {
   Engine,
-  FIXTURES,
   dataFile,
   load,
-  nativeRun,
+  nativeBpeRun,
   nativeSmallRun,
   parseSafetensors,
   ptl,
@@ -69,23 +68,7 @@ test(`${VARIANT}: a checkpoint written by wasm loads in native ptl (info, eval)`
 test(`${VARIANT}: an odd vocabulary (263 tokens) trains in wasm and evaluates the same in native ptl`, async () => {
   // The loss over chunks of the vocabulary (cross_entropy_tied) in both builds, for a model over
   // a BPE tokenizer of 263 tokens: one step natively (ptl train --tokenizer), three in wasm.
-  fs.mkdirSync(FIXTURES, { recursive: true });
-  const tok = path.join(FIXTURES, 'bpe-263.json');
-  if (!fs.existsSync(tok)) ptl(['tokenizer', 'train', '--data', dataFile(), '--vocab-size', '263', '--out', tok]);
-  const run = nativeRun('tiny-bpe-263', [
-    '--preset',
-    'tiny',
-    '--tokenizer',
-    tok,
-    '--data',
-    dataFile(),
-    '--steps',
-    '1',
-    '--eval-every',
-    '1000',
-    '--sample-every',
-    '0',
-  ]);
+  const run = nativeBpeRun(263, 1);
   const engine = await Engine.fromCheckpoint(new Uint8Array(fs.readFileSync(path.join(run, 'model.tinygpt'))), module);
   try {
     assert.equal((await engine.info()).model.vocab_size, 263);

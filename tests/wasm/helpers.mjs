@@ -110,3 +110,14 @@ export function parseSafetensors(bytes) {
 export function relDiff(a, b) {
   return Math.abs(a - b) / Math.max(Math.abs(b), 1e-30);
 }
+
+// A Tiny model over a BPE tokenizer of `vocab` tokens trained on TinyShakespeare, trained `steps`
+// steps natively (both made once per fixture folder); returns the run's folder.
+export function nativeBpeRun(vocab, steps) {
+  fs.mkdirSync(FIXTURES, { recursive: true });
+  const tok = path.join(FIXTURES, `bpe-${vocab}.json`);
+  if (!fs.existsSync(tok))
+    ptl(['tokenizer', 'train', '--data', dataFile(), '--vocab-size', String(vocab), '--out', tok]);
+  const args = ['--preset', 'tiny', '--tokenizer', tok, '--data', dataFile(), '--steps', String(steps)];
+  return nativeRun(`tiny-bpe-${vocab}`, [...args, '--eval-every', '1000', '--sample-every', '0']);
+}
