@@ -7,9 +7,7 @@ Environment: PTL_BUILD_DIR (default <repo>/build), where `ptl` is built.
 
 import json
 import math
-import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,14 +22,9 @@ from python_ref.model import TinyGPT  # noqa: E402
 from python_ref.sample import main as sample_main  # noqa: E402
 from python_ref.tokenizer import CheckpointTokenizer  # noqa: E402
 
-PTL = Path(os.environ.get("PTL_BUILD_DIR", REPO / "build")) / "ptl"
+from ptl_cli import PTL, ptl  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not PTL.exists(), reason=f"{PTL} not built")
-
-
-def ptl(*args):
-    r = subprocess.run([str(PTL), *map(str, args)], capture_output=True)
-    assert r.returncode == 0, r.stderr.decode()
-    return r.stdout
 
 
 def syllable_text(n, seed):

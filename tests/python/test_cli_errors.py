@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PTL = Path(os.environ.get("PTL_BUILD_DIR", REPO / "build")) / "ptl"
+from ptl_cli import PTL  # noqa: E402
+
 PY = sys.executable
 
 

@@ -7,9 +7,7 @@ Environment: PTL_BUILD_DIR (default <repo>/build), where `ptl` is built.
 """
 
 import json
-import os
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,16 +20,11 @@ from python_ref.checkpoint import load_checkpoint  # noqa: E402
 from python_ref.model import TinyGPT  # noqa: E402
 from python_ref.sample import generate  # noqa: E402
 
-PTL = Path(os.environ.get("PTL_BUILD_DIR", REPO / "build")) / "ptl"
+from ptl_cli import PTL, ptl  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not PTL.exists(), reason=f"{PTL} not built")
 
 TEXT = b"the king and queen of a house shall speak to thee, my lord. what say you?\n" * 300
-
-
-def ptl(*args):
-    r = subprocess.run([str(PTL), *map(str, args)], capture_output=True)
-    assert r.returncode == 0, r.stderr.decode()
-    return r.stdout
 
 
 @pytest.fixture(scope="module")

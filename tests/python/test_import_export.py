@@ -6,8 +6,6 @@ the optimizer moments.
 Environment: PTL_BUILD_DIR (default <repo>/build), where `ptl` is built.
 """
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,14 +18,9 @@ from python_ref.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from python_ref.model import TinyGPT, preset_config  # noqa: E402
 from python_ref.sample import generate  # noqa: E402
 
-PTL = Path(os.environ.get("PTL_BUILD_DIR", REPO / "build")) / "ptl"
+from ptl_cli import PTL, ptl  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not PTL.exists(), reason=f"{PTL} not built")
-
-
-def ptl(*args):
-    r = subprocess.run([str(PTL), *map(str, args)], capture_output=True)
-    assert r.returncode == 0, r.stderr.decode()
-    return r.stdout
 
 
 def test_a_pytorch_model_imports_and_generates_the_same_text(tmp_path):
