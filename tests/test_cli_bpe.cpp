@@ -14,13 +14,6 @@ using namespace ptl::test;
 
 namespace {
 
-std::vector<nlohmann::json> metrics(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
 nlohmann::json json_of(const std::string& args, const TempDir& d) {
   CliRun r = ptl_cli(args, d);
   EXPECT_EQ(r.code, 0) << args << ": " << r.err;
@@ -50,7 +43,7 @@ TEST(CliBpe, TrainSampleEvalInfoInTheCheckpointsTokenizer) {
 
   // Validations report bits per byte, below the nats per token over ln 2 (a token is several bytes).
   int validations = 0;
-  for (const auto& m : metrics(d.file("run/metrics.jsonl"))) {
+  for (const auto& m : read_jsonl(d.file("run/metrics.jsonl"))) {
     if (!m.contains("val_loss")) continue;
     ++validations;
     EXPECT_LT(m["val_bits_per_byte"].get<double>(), m["val_loss"].get<double>() / std::log(2.0));
@@ -101,7 +94,7 @@ TEST(CliBpe, TheByteTokenizersFileTrainsTheDefaultModelBitwise) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto losses = [&](const std::string& dir) {
     std::vector<double> out;
-    for (const auto& m : metrics(d.file(dir + "/metrics.jsonl"))) out.push_back(m["train_loss"].get<double>());
+    for (const auto& m : read_jsonl(d.file(dir + "/metrics.jsonl"))) out.push_back(m["train_loss"].get<double>());
     return out;
   };
   EXPECT_EQ(losses("plain"), losses("with"));

@@ -14,13 +14,6 @@ using namespace ptl::test;
 
 namespace {
 
-std::vector<nlohmann::json> metrics(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
 // Reversal of short letter strings as SFT examples.
 std::string reversal_jsonl(int n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -61,7 +54,7 @@ TEST(CliLora, TrainEvalSampleMergeInfo) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("trainable parameters"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("val loss"), std::string::npos);
-  const auto m = metrics(d.file("run/metrics.jsonl"));
+  const auto m = read_jsonl(d.file("run/metrics.jsonl"));
   ASSERT_EQ(m.size(), 21u);  // step 0 (validation only), then one line per step
   EXPECT_EQ(m[0]["step"], 0);
   EXPECT_TRUE(m[0].contains("val_loss"));
@@ -113,7 +106,7 @@ TEST(CliLora, SftFullAndLora) {
       ptl_cli("sft --base base/model.tinygpt --data train.jsonl --steps 30 --eval-every 15 --lr 3e-3 --out sft", d);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("180 training / 20 validation examples"), std::string::npos) << r.out;
-  const auto m = metrics(d.file("sft/metrics.jsonl"));
+  const auto m = read_jsonl(d.file("sft/metrics.jsonl"));
   ASSERT_EQ(m.size(), 31u);
   EXPECT_LT(m[30]["val_loss"].get<double>(), 0.5 * m[0]["val_loss"].get<double>());
   auto ck = Trainer::from_checkpoint(read_file_bytes(d.file("sft/model.tinygpt")), "ck");

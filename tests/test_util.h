@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/config.h"
 #include "engine/data.h"
@@ -83,6 +85,14 @@ inline CliRun ptl_cli(const std::string& args, const TempDir& dir) {
 }
 
 inline void write(const std::string& path, const std::string& s) { std::ofstream(path, std::ios::binary) << s; }
+
+// The lines of a JSON-lines file (metrics.jsonl), parsed.
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
 
 // The message of the ptl::Error that f() throws ("(no error)" when it returns).
 template <class F>
