@@ -4,7 +4,7 @@
 # the WebAssembly SIMD+threads build on the machine's CPU cores, then bench/gpu_merge.py puts
 # them side by side (JSON lines with ratio / speedup fields).
 #
-#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss [OUTDIR]
+#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run [OUTDIR]
 # Results (bench/header.py's line first, <card> from nvidia-smi's name: h200, h100, ...):
 #   full: OUTDIR/webgpu_vs_cuda_<card>.jsonl   matmul3: OUTDIR/webgpu_matmul_<card>.jsonl
 #   layernorm: OUTDIR/webgpu_layernorm_<card>.jsonl; every stage's raw output in OUTDIR/raw/.
@@ -42,14 +42,17 @@
 #   time_to_loss: bench/time_to_loss (TTL_ARGS, default "--max-s 270": native ptl on 2 CPU threads,
 #          then WebGPU, each stopped at its lowest target or after 270 s) into
 #          OUTDIR/time_to_loss_<card>.jsonl, the runs in OUTDIR/raw/time_to_loss/. Same carry as train.
+#   long_run: bench/long_run (LONG_ARGS, default "--steps 20000 --every 100": Small with the native ptl
+#          on every core, then WebGPU) into OUTDIR/long_run_<card>.jsonl, the runs in
+#          OUTDIR/raw/long_run/. Same carry as train.
 # Not -e: a stage that fails (a timeout, a crashed benchmark) is logged and the next one still runs,
 # so that one run of the machine's time brings back every figure it could.
 set -uo pipefail
-usage() { sed -n '7,44p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '7,47p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in
-  sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss) ;;
+  sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run) ;;
   -h|--help) usage; exit 0 ;;
-  *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm, full, train or time_to_loss), got '${1:-}'" >&2; exit 2 ;;
+  *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm, full, train, time_to_loss or long_run), got '${1:-}'" >&2; exit 2 ;;
 esac
 mode=$1
 (($# <= 2)) || { echo "bench/gpu_run.sh: two arguments at most (the mode and the output folder)" >&2; exit 2; }
@@ -161,7 +164,7 @@ if [[ $mode == layernorm ]]; then
   if [[ ${TESTS:-1} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
   exit 0
 fi
-if [[ $mode == train || $mode == time_to_loss ]]; then
+if [[ $mode == train || $mode == time_to_loss || $mode == long_run ]]; then
   for p in web/engine/dist/index.js build-wasm/simd-threads/ptl_engine.wasm web/webgpu/dist/index.js; do
     [[ -f $p ]] || { echo "bench/gpu_run.sh $mode: $p is missing (bench/gpu_pack.sh --wasm makes it; carry it)" >&2; exit 1; }
   done
@@ -184,6 +187,12 @@ if [[ $mode == time_to_loss ]]; then
   eval "ttl=(${TTL_ARGS:---max-s 270})"
   python3 bench/time_to_loss --ptl "${PTL_BIN:-.gpu/bin/ptl}" --work "$out/time_to_loss" --out "$results/time_to_loss_$card.jsonl" \
     --header-command "bench/gpu_run.sh time_to_loss (TTL_ARGS=${TTL_ARGS:---max-s 270})" "${ttl[@]}" 2>&1 | tee "$out/time_to_loss.log"
+  exit "${PIPESTATUS[0]}"
+fi
+if [[ $mode == long_run ]]; then
+  eval "lr=(${LONG_ARGS:---steps 20000 --every 100})"
+  python3 bench/long_run --ptl "${PTL_BIN:-.gpu/bin/ptl}" --work "$out/long_run" --out "$results/long_run_$card.jsonl" \
+    --header-command "bench/gpu_run.sh long_run (LONG_ARGS=${LONG_ARGS:---steps 20000 --every 100})" "${lr[@]}" 2>&1 | tee "$out/long_run.log"
   exit "${PIPESTATUS[0]}"
 fi
 P=${PRESETS:-tiny,small,medium,large,xl,huge,massive,mega,behemoth}

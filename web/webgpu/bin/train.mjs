@@ -15,8 +15,11 @@
 //
 // Writes, like `ptl train`: DIR/model.tinygpt (native `ptl sample/eval/info/train --resume` load
 // it), DIR/metrics.jsonl ({"step","train_loss","lr","grad_norm","tokens_per_s","elapsed_s"} per
-// step, "val_loss" on the steps followed by a validation, plus "train_s": the training seconds so
-// far, evaluation, sampling and saving left out), DIR/samples.txt. Progress goes to stderr; at the
+// step, "val_loss" on the steps followed by a validation, with "gpu_buffers" and
+// "gpu_buffer_bytes" (the device's buffers alive), "rss_bytes" (the process's resident memory),
+// "js_heap_bytes" and "array_buffer_bytes" (Node's heap and its ArrayBuffers, the engine's among them),
+// plus "train_s": the training seconds so far, evaluation, sampling and saving left out),
+// DIR/samples.txt. Progress goes to stderr; at the
 // end one JSON line on stdout: {"steps","train_s","wall_s","tokens","val_loss","final_val_loss",...}
 // where final_val_loss is the loss over the whole validation split (what `ptl eval` prints for
 // the checkpoint; --final-eval 0 skips it).
@@ -25,7 +28,8 @@
 //   --preset NAME --layers N --d-model N --heads N --ctx N    the model (preset, then overrides)
 //   --batch N --steps N --until N --lr X --schedule cosine|constant --warmup N --min-lr-frac X
 //   --weight-decay X --grad-clip X --dropout P --seed N
-//   --eval-every N --eval-batches N --sample-every N (0: never) --log-every N
+//   --eval-every N --eval-batches N|all --sample-every N (0: never) --log-every N
+//     (all: each validation over the whole split, window by window, as `ptl eval`)
 //   --data FILE (default TinyShakespeare: $PTL_DATA_DIR, else ../shared/data) --out DIR --overwrite
 //   --resume CKPT (continue a run: --steps, --lr, --schedule, --eval-*, --sample-every may change)
 //   --final-eval 0|1   --threads N (the engine's WebAssembly threads; default min(16, cores))
@@ -178,6 +182,30 @@ const log = (s) => process.stderr.write(s + '\n');
 const forTerminal = (text) =>
   [...text].map((c) => ((c.charCodeAt(0) < 0x20 && c !== '\n' && c !== '\t') || c === '\x7f' ? '\ufffd' : c)).join('');
 
+// Counts the device's buffers: every createBuffer from here on, less those destroyed. A buffer
+// dropped without destroy() stays counted (its memory is the GPU's until a garbage collection).
+function countBuffers(device) {
+  const mem = { live: 0, bytes: 0 };
+  const create = device.createBuffer.bind(device);
+  device.createBuffer = (desc) => {
+    const b = create(desc);
+    mem.live += 1;
+    mem.bytes += desc.size;
+    const destroy = b.destroy.bind(b);
+    let gone = false;
+    b.destroy = () => {
+      if (!gone) {
+        gone = true;
+        mem.live -= 1;
+        mem.bytes -= desc.size;
+      }
+      destroy();
+    };
+    return b;
+  };
+  return mem;
+}
+
 async function main() {
   let parsed;
   try {
@@ -214,6 +242,9 @@ async function main() {
   const schedule = a.schedule;
   if (schedule !== undefined && schedule !== 'cosine' && schedule !== 'constant')
     throw new UsageError(`--schedule ${schedule}: expected cosine or constant`);
+  // --eval-batches all: every validation over the whole split, window by window (as `ptl eval`
+  // and final_val_loss), not over the run's sampled windows. Slower, but the figure of record.
+  const evalWhole = a['eval-batches'] === 'all';
   // The train config's fields that may change on an existing run (ptl_update_train_config).
   const schedulePart = {
     ...(a.steps !== undefined ? { steps: num(a, 'steps', { min: 1 }) } : {}),
@@ -222,7 +253,7 @@ async function main() {
     ...(a.warmup !== undefined ? { warmup: num(a, 'warmup', { min: 0 }) } : {}),
     ...(a['min-lr-frac'] !== undefined ? { min_lr_frac: num(a, 'min-lr-frac', { int: false, min: 0 }) } : {}),
     ...(a['eval-every'] !== undefined ? { eval_every: num(a, 'eval-every', { min: 0 }) } : {}),
-    ...(a['eval-batches'] !== undefined ? { eval_batches: num(a, 'eval-batches', { min: 1 }) } : {}),
+    ...(a['eval-batches'] !== undefined && !evalWhole ? { eval_batches: num(a, 'eval-batches', { min: 1 }) } : {}),
     ...(a['sample-every'] !== undefined ? { sample_every: num(a, 'sample-every', { min: 0 }) } : {}),
   };
   const until = num(a, 'until', { min: 1 });
@@ -312,6 +343,7 @@ async function main() {
   const mc = info.model;
   // The GPU: the engine's weights (and moments, when resuming) and its train program.
   gpu = await createNodeBackend(a.dawn ? a.dawn.split(';') : []);
+  const gpuMemory = countBuffers(gpu.device);
   const be = gpu.backend;
   be.loadWeights(engineTensors(engine));
   let exec;
@@ -329,6 +361,7 @@ async function main() {
       (tc.dropout ? `, dropout ${tc.dropout}` : ''),
   );
   log(`data: ${tc.data_path} (${info.corpus.train_bytes} train / ${info.corpus.val_bytes} val bytes)`);
+  const valText = corpus.subarray(corpus.length - info.corpus.val_bytes);
   log(
     `gpu: ${gpu.description}; engine: ${engine.build.variant} ${engine.build.version}, ${engine.build.num_threads} threads`,
   );
@@ -440,12 +473,19 @@ async function main() {
     if (ev.evaluate) {
       await sync();
       const t = performance.now();
-      const v = await engine.validationLoss();
+      const v = evalWhole ? await engine.evaluate(valText) : await engine.validationLoss();
       evalS += (performance.now() - t) / 1000;
       lastVal = v.loss;
       const m = held.get(step) ?? { step };
       held.delete(step);
       m.val_loss = v.loss;
+      // Memory over long runs (docs/reliability.md): the GPU buffers alive and the process's.
+      m.gpu_buffers = gpuMemory.live;
+      m.gpu_buffer_bytes = gpuMemory.bytes;
+      const mu = process.memoryUsage();
+      m.rss_bytes = mu.rss;
+      m.js_heap_bytes = mu.heapUsed;
+      m.array_buffer_bytes = mu.arrayBuffers; // the engine's WebAssembly memory among them
       writeLine(m);
       log(
         `step ${step}: train loss ${lastLoss.toFixed(4)}, val loss ${v.loss.toFixed(4)} ` +
@@ -530,7 +570,7 @@ async function main() {
     // The whole validation split, window by window (the engine's evaluate_text, as `ptl eval`).
     await sync();
     const t = performance.now();
-    const v = await engine.evaluate(corpus.subarray(corpus.length - info.corpus.val_bytes));
+    const v = await engine.evaluate(valText);
     result.final_val_loss = v.loss;
     result.final_eval_s = (performance.now() - t) / 1000;
     log(`validation split (as ptl eval): loss ${v.loss.toFixed(6)} over ${v.tokens} tokens`);
