@@ -129,7 +129,7 @@ test(
       ALPHA = 8,
       BATCH = 2,
       LR = 1e-2;
-    const base = await Engine.create({ preset: 'tiny', train: { steps: 5, seed: 3 } }, module);
+    const base = await Engine.create({ preset: 'small', train: { steps: 5, seed: 3 } }, module);
     const weights = await base.exportCheckpoint({ optimizer: false });
     base.dispose();
     const basePath = path.join(dir, 'base.tinygpt');
@@ -159,10 +159,10 @@ test(
       );
       const adapters = program.tensors.filter((t) => t.trainable).map((t) => t.name);
       assert.equal(adapters.length, L * 4); // per layer: A and the q, k, v row blocks of B
-      assert.deepEqual(
-        adapters.slice(0, 4),
-        ['blocks.0.attn.qkv.lora_A', ...['q', 'k', 'v'].map((p) => `blocks.0.attn.qkv.${p}.lora_B`)],
-      );
+      assert.deepEqual(adapters.slice(0, 4), [
+        'blocks.0.attn.qkv.lora_A',
+        ...['q', 'k', 'v'].map((p) => `blocks.0.attn.qkv.${p}.lora_B`),
+      ]);
 
       // One step of that program on the same inputs, in WebAssembly and natively: base weights,
       // random adapters (B not zero, so that A's gradient is not either), a batch with its mask.
