@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "engine/error.h"
+#include "engine/lora.h"
 #include "engine/trainer.h"
 
 namespace ptl::cli {
@@ -17,6 +18,8 @@ struct ModelArgs {
   int batch = 0, seq = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
   uint64_t seed = 1337;
   double dropout = 0;  // the train program's dropout rate
+  LoraConfig lora;     // rank 0: no adapters
+  std::string lora_targets = "q,v";
 };
 
 ModelConfig model_from(const ModelArgs& a, int* batch) {
@@ -65,6 +68,12 @@ void run_program(const ModelArgs& a) {
   BuildOptions opt;
   opt.batch = batch;
   opt.seq = a.seq;
+  if (a.lora.rank > 0) {
+    opt.lora = a.lora;
+    opt.lora.targets = parse_lora_targets(a.lora_targets);
+    validate_lora(opt.lora);
+    adapter_tensors(mc, opt.lora);  // throws when the rank is larger than a projection
+  }
   Program p;
   check(a.dropout == 0 || a.program == "train", "--dropout applies to the train program only");
   if (a.program == "train") {
@@ -76,9 +85,9 @@ void run_program(const ModelArgs& a) {
   else if (a.program == "forward")
     p = build_forward_program(mc, opt);
   else if (a.program == "inspect")
-    p = build_inspect_program(mc, a.seq ? a.seq : mc.ctx);  // batch 1
+    p = build_inspect_program(mc, a.seq ? a.seq : mc.ctx, opt.lora);  // batch 1
   else
-    p = build_generate_program(mc);
+    p = build_generate_program(mc, opt.lora);
   nlohmann::json j = p.to_json();
   j["model_config"] = mc.to_json();
   const std::string text = j.dump(1);
@@ -113,6 +122,15 @@ void add_export(CLI::App& app) {
   prog->add_option("--out", b->out, "File to write (default: stdout)");
   prog->add_option("--dropout", b->dropout, "Dropout rate of the train program (docs/model.md, \"Dropout\")")
       ->check(dropout_rate());
+  // An adapted model's programs (the frozen base plus adapters; in the train program only the
+  // adapters train), as the fine-tuning engine builds them: for executors that run LoRA.
+  prog->add_option("--lora-rank", b->lora.rank, "LoRA adapter rank r (0 = no adapters)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  prog->add_option("--lora-alpha", b->lora.alpha, "LoRA scale: the update is (alpha / r) B A")->capture_default_str();
+  prog->add_option("--lora-targets", b->lora_targets,
+                   "Adapted projections: q, k, v, o, fc_in, fc_out, qkv (one adapter over q, k and v) or all")
+      ->capture_default_str();
   prog->callback([b, prog]() {
     check(b->checkpoint.empty() || prog->count("--preset") == 0,
           "--preset and a checkpoint both name the model: give one of them");

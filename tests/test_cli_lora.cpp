@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/lora.h"
 #include "engine/trainer.h"
 #include "test_util.h"
 
@@ -155,4 +156,35 @@ TEST(CliLora, ErrorsAreOneLine) {
   expect_error(ptl_cli("sft --base base/model.tinygpt --data t.txt --out x", d), "--data must be a .jsonl file");
   write(d.file("nothing.jsonl"), "\n");
   expect_error(ptl_cli("sft --base base/model.tinygpt --data nothing.jsonl --out x", d), "nothing.jsonl: no examples");
+}
+
+// ptl program with adapters: the programs another executor runs for LoRA (the WebGPU and
+// WebAssembly tests run its train program against the CPU engine's).
+TEST(CliLora, ProgramWithAdapters) {
+  test::TempDir d;
+  CliRun r = ptl_cli("program --preset tiny --batch 2 --lora-rank 4 --lora-alpha 8 --lora-targets c_attn", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json p = nlohmann::json::parse(r.out);
+  LoraConfig lora;
+  lora.rank = 4;
+  lora.alpha = 8;
+  lora.targets = {"qkv"};
+  std::vector<std::string> trainable, want;
+  for (const auto& t : p.at("tensors"))
+    if (t.at("trainable").get<bool>()) trainable.push_back(t.at("name").get<std::string>());
+  for (const auto& t : adapter_tensors(find_preset("tiny").model, lora)) want.push_back(t.name);
+  EXPECT_EQ(trainable, want);  // only the adapters train: one A and q, k, v blocks of B per layer
+  EXPECT_EQ(want.size(), size_t(4 * find_preset("tiny").model.n_layers));
+  // The generate program carries the adapters too; without --lora-rank there are none.
+  r = ptl_cli("program --preset tiny --program generate --lora-rank 2 --lora-targets q,v", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("blocks.0.attn.v_proj.lora_B"), std::string::npos);
+  r = ptl_cli("program --preset tiny --lora-targets qkv", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("lora_"), std::string::npos);
+  expect_error(ptl_cli("program --preset tiny --lora-rank 200 --lora-targets qkv", d),
+               "LoRA rank 200 is larger than the layer blocks.0.attn.qkv");
+  expect_error(ptl_cli("program --preset tiny --lora-rank 2 --lora-targets q,qkv", d),
+               "LoRA targets qkv and q overlap");
+  expect_error(ptl_cli("program --preset tiny --lora-rank 2 --lora-targets mlp_up", d), "unknown LoRA target 'mlp_up'");
 }

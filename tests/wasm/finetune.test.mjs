@@ -1,17 +1,39 @@
 // Post-training through the WebAssembly API (what the playground's Fine-tune panel uses):
 // startFinetune with LoRA, SFT data whose batches carry the loss mask (nextBatch) and whose
 // train program has the "loss_mask" input, adapters out and back in (and refused on another
-// base), and the same errors as native for bad JSONL.
+// base), and the same errors as native for bad JSONL. The fused qkv target (GPT-2's c_attn): its
+// train program is native's, one step of it gives native's loss, gradients and adapters, and an
+// adapter trained here samples in native `ptl sample --adapter` as here.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { Engine, EngineError, load, VARIANT } from './helpers.mjs';
+import fs from 'node:fs';
+import path from 'node:path';
 
-let module;
+import {
+  Engine,
+  EngineError,
+  encodeSafetensors,
+  f32,
+  load,
+  maxAbsDiff,
+  nativeProgramRun,
+  needsNative,
+  parseSafetensors,
+  ptl,
+  tmpDir,
+  VARIANT,
+} from './helpers.mjs';
+
+let module, dir;
 before(async () => {
   module = await load();
+  dir = tmpDir('ptl-wasm-finetune-');
 });
-after(() => module?.terminate());
+after(() => {
+  module?.terminate();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
 
 const jsonl =
   Array.from({ length: 40 }, (_, i) =>
@@ -98,3 +120,109 @@ test(`${VARIANT}: bad fine-tuning input names the problem and changes nothing`, 
     e.dispose();
   }
 });
+
+test(
+  `${VARIANT}: LoRA on qkv: native's train program; one step gives native's loss, gradients and adapters`,
+  needsNative,
+  async () => {
+    const RANK = 4,
+      ALPHA = 8,
+      BATCH = 2,
+      LR = 1e-2;
+    const base = await Engine.create({ preset: 'small', train: { steps: 5, seed: 3 } }, module);
+    const weights = await base.exportCheckpoint({ optimizer: false });
+    base.dispose();
+    const basePath = path.join(dir, 'base.tinygpt');
+    fs.writeFileSync(basePath, weights);
+    const tuned = await Engine.fromCheckpoint(weights, module, 'base.tinygpt');
+    try {
+      await tuned.setSftData(jsonl, 'task.jsonl');
+      await tuned.startFinetune({
+        steps: 8,
+        lr: LR,
+        batch: BATCH,
+        lora: { rank: RANK, alpha: ALPHA, targets: ['qkv'] },
+      });
+      const info = await tuned.loraInfo();
+      assert.deepEqual(info.targets, ['qkv']);
+      const { n_layers: L, d_model: C } = (await tuned.info()).model;
+      assert.equal(info.trainable_params, L * RANK * (C + 3 * C)); // per layer: A [r, C], B [3C, r]
+
+      // The engine's train program (SFT: with the loss mask) is `ptl program`'s with the same LoRA.
+      const program = await tuned.exportProgram('train');
+      const lora = ['--lora-rank', String(RANK), '--lora-alpha', String(ALPHA), '--lora-targets', 'qkv'];
+      const native = JSON.parse(ptl(['program', basePath, '--program', 'train', '--batch', String(BATCH), ...lora]));
+      const maskless = program.tensors.filter((t) => t.name !== 'loss_mask');
+      assert.deepEqual(
+        maskless.map((t) => [t.name, t.shape, t.trainable]),
+        native.tensors.map((t) => [t.name, t.shape, t.trainable]),
+      );
+      const adapters = program.tensors.filter((t) => t.trainable).map((t) => t.name);
+      assert.equal(adapters.length, L * 4); // per layer: A and the q, k, v row blocks of B
+      assert.deepEqual(adapters.slice(0, 4), [
+        'blocks.0.attn.qkv.lora_A',
+        ...['q', 'k', 'v'].map((p) => `blocks.0.attn.qkv.${p}.lora_B`),
+      ]);
+
+      // One step of that program on the same inputs, in WebAssembly and natively: base weights,
+      // random adapters (B not zero, so that A's gradient is not either), a batch with its mask.
+      let seed = 11;
+      const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+      const T = program.tensors.find((t) => t.name === 'tokens').shape[1];
+      const inputs = {};
+      for (const [name, t] of parseSafetensors(weights).tensors)
+        inputs[name] = { dtype: 'F32', shape: t.shape, data: f32(t) };
+      for (const t of program.tensors.filter((x) => x.trainable))
+        inputs[t.name] = {
+          dtype: 'F32',
+          shape: t.shape,
+          data: Float32Array.from({ length: t.shape[0] * t.shape[1] }, () => (rand() * 2 - 1) * 0.2),
+        };
+      const b = await tuned.nextBatch();
+      inputs.tokens = { dtype: 'I32', shape: [BATCH, T], data: b.tokens };
+      inputs.targets = { dtype: 'I32', shape: [BATCH, T], data: b.targets };
+      inputs.loss_mask = { dtype: 'F32', shape: [BATCH, T], data: b.mask };
+      inputs['optim.hparams'] = { dtype: 'F32', shape: [2], data: Float32Array.of(LR, 1) };
+      const bytes = encodeSafetensors(inputs);
+      const got = parseSafetensors(await module.runProgram(program, bytes)).tensors;
+      const want = parseSafetensors(nativeProgramRun(dir, program, bytes, 'lora-qkv')).tensors;
+      const close = (name, rel) => {
+        const w = f32(want.get(name));
+        const scale = w.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+        const d = maxAbsDiff(f32(got.get(name)), w);
+        assert.ok(d <= rel * scale, `${name}: differs from native by ${d} (largest value ${scale})`);
+        return scale;
+      };
+      close('loss', 1e-6);
+      close('grad_norm', 1e-5);
+      for (const a of adapters) {
+        assert.ok(close(`grad.${a}`, 1e-5) > 0, `grad.${a} is zero`);
+        close(a, 1e-5);
+        close(`optim.m.${a}`, 1e-5);
+        close(`optim.v.${a}`, 1e-5);
+        assert.ok(maxAbsDiff(f32(got.get(a)), inputs[a].data) > 0, `${a} did not move`);
+      }
+      // The frozen base is what it was.
+      assert.equal(
+        maxAbsDiff(f32(got.get('blocks.0.attn.q_proj.weight')), inputs['blocks.0.attn.q_proj.weight'].data),
+        0,
+      );
+
+      // Trained here, the adapter samples natively as it does here.
+      const metrics = await tuned.train(7);
+      assert.ok(metrics.every((m) => Number.isFinite(m.loss)));
+      const adapterPath = path.join(dir, 'qkv.tinygpt-lora');
+      fs.writeFileSync(adapterPath, await tuned.exportAdapter());
+      assert.match(ptl(['lora', 'info', adapterPath]), /qkv/);
+      const prompt = 'word 7:';
+      const out = ptl(
+        ['sample', basePath, '--adapter', adapterPath, '--prompt', prompt, '--temperature', '0', '--max-tokens', '12'],
+        { encoding: 'buffer' },
+      );
+      const g = await tuned.generate(prompt, { maxTokens: 12, temperature: 0 });
+      assert.deepEqual(Buffer.from(g.tokens), out.subarray(prompt.length, out.length - 1));
+    } finally {
+      tuned.dispose();
+    }
+  },
+);

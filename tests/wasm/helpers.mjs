@@ -92,19 +92,35 @@ export async function load(variant = VARIANT, options = {}) {
   return loadModule({ buildDir: BUILD_DIR, variant, ...options });
 }
 
-// safetensors: u64 little-endian header length, JSON header, data.
-export function parseSafetensors(bytes) {
-  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const n = Number(buf.readBigUInt64LE(0));
-  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
-  const base = 8 + n;
-  const tensors = new Map();
-  for (const [name, info] of Object.entries(header)) {
-    if (name === '__metadata__') continue;
-    const [a, b] = info.data_offsets;
-    tensors.set(name, { dtype: info.dtype, shape: info.shape, data: buf.subarray(base + a, base + b) });
-  }
-  return { metadata: header.__metadata__ ?? {}, tensors };
+export { encodeSafetensors, f32, parseSafetensors } from './safetensors.mjs';
+
+export function maxAbsDiff(a, b) {
+  if (a.length !== b.length) throw new Error(`lengths differ: ${a.length} vs ${b.length}`);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
+  return m;
+}
+
+// The native one-program runner sits in the tests folder of a native build with tests (CI's
+// build/); PTL_PROGRAM_RUN names it explicitly. needsNative: the options of a test that needs it.
+export const PROGRAM_RUN =
+  process.env.PTL_PROGRAM_RUN ?? path.join(path.dirname(NATIVE_PTL), 'tests', 'ptl_program_run');
+export const needsNative = fs.existsSync(PROGRAM_RUN)
+  ? {}
+  : { skip: `no ${PROGRAM_RUN} (build the native tests, or set PTL_PROGRAM_RUN)` };
+
+// `ptl_program_run kernel`: the program run once natively on the inputs (safetensors bytes);
+// returns every tensor after the run (safetensors bytes). Files go to `dir` under `name`.
+export function nativeProgramRun(dir, programJson, inputs, name) {
+  const prog = path.join(dir, `${name}.json`),
+    inp = path.join(dir, `${name}.in.safetensors`),
+    out = path.join(dir, `${name}.out.safetensors`);
+  fs.writeFileSync(prog, typeof programJson === 'string' ? programJson : JSON.stringify(programJson));
+  fs.writeFileSync(inp, inputs);
+  execFileSync(PROGRAM_RUN, ['kernel', '--program', prog, '--in', inp, '--out', out], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return fs.readFileSync(out);
 }
 
 export function relDiff(a, b) {

@@ -13,25 +13,20 @@ import {
   Engine,
   EngineClient,
   EngineError,
-  NATIVE_PTL,
   ROOT,
   dataFile,
+  encodeSafetensors,
+  f32,
   load,
+  maxAbsDiff,
+  nativeProgramRun as nativeProgramRunIn,
   nativeSmallRun,
+  needsNative,
   parseSafetensors,
   ptl,
   tmpDir,
   VARIANT,
 } from './helpers.mjs';
-import { execFileSync } from 'node:child_process';
-
-// The native one-program runner sits in the tests folder of a native build with tests (CI's
-// build/); PTL_PROGRAM_RUN names it explicitly.
-const PROGRAM_RUN = process.env.PTL_PROGRAM_RUN ?? path.join(path.dirname(NATIVE_PTL), 'tests', 'ptl_program_run');
-const haveProgramRun = fs.existsSync(PROGRAM_RUN);
-const needsNative = haveProgramRun
-  ? {}
-  : { skip: `no ${PROGRAM_RUN} (build the native tests, or set PTL_PROGRAM_RUN)` };
 
 let module, dir;
 before(async () => {
@@ -43,52 +38,7 @@ after(() => {
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-// safetensors writer: u64 little-endian header length, JSON header padded to 8 bytes, data.
-function encodeSafetensors(tensors) {
-  const header = {};
-  const parts = [];
-  let offset = 0;
-  for (const [name, { dtype, shape, data }] of Object.entries(tensors)) {
-    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    header[name] = { dtype, shape, data_offsets: [offset, offset + bytes.length] };
-    parts.push(bytes);
-    offset += bytes.length;
-  }
-  let json = JSON.stringify(header);
-  while ((json.length + 8) % 8) json += ' ';
-  const out = new Uint8Array(8 + json.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
-  out.set(new TextEncoder().encode(json), 8);
-  let at = 8 + json.length;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
-function f32(t) {
-  return new Float32Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + t.data.byteLength));
-}
-
-function maxAbsDiff(a, b) {
-  assert.equal(a.length, b.length);
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
-  return m;
-}
-
-function nativeProgramRun(programJson, inputs, name) {
-  const prog = path.join(dir, `${name}.json`),
-    inp = path.join(dir, `${name}.in.safetensors`),
-    out = path.join(dir, `${name}.out.safetensors`);
-  fs.writeFileSync(prog, typeof programJson === 'string' ? programJson : JSON.stringify(programJson));
-  fs.writeFileSync(inp, inputs);
-  execFileSync(PROGRAM_RUN, ['kernel', '--program', prog, '--in', inp, '--out', out], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return fs.readFileSync(out);
-}
+const nativeProgramRun = (program, inputs, name) => nativeProgramRunIn(dir, program, inputs, name);
 
 test(`${VARIANT}: nextBatch gives the batches and learning rates of training, and counts the steps`, async () => {
   const corpus = fs.readFileSync(dataFile()).subarray(0, 100000);

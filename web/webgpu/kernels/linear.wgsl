@@ -205,3 +205,21 @@ fn reduce_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   if (ACC) { v = C[o] + v; }
   C[o] = v;
 }
+
+// Few rows (I <= 4: the products of a generation step, one token): one thread per element of C,
+// summing over p in order. The 64 x 64 tile of `main` would compute 64 rows to keep one, which
+// for a 50,257-token vocabulary's logits is most of a step's time.
+@compute @workgroup_size(256)
+fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let idx = (wid.y * nwg.x + wid.x) * 256u + lid;
+  if (idx >= U.I * U.J) { return; }
+  let i = idx / U.J;
+  let j = idx % U.J;
+  var v = 0.0;
+  for (var p = 0u; p < U.P; p++) { v += loadA(i, p, U.P) * loadB(p, j, U.P); }
+  if (HAS_BIAS) { v = v + bias[j]; }
+  let o = i * U.ldc + j;
+  if (ACC) { v = C[o] + v; }
+  C[o] = v;
+}

@@ -283,6 +283,9 @@ export function kernelCases(): KernelCase[] {
     [64, 48, 128, false],
     [5, 3, 2, true],
     [130, 192, 48, true],
+    // At most 4 rows: linear.wgsl's `rows` (a generation step's products).
+    [1, 64, 1000, true],
+    [4, 130, 37, false],
   ] as const)
     add({
       name: `linear M=${M} K=${K} N=${N}${bias ? ' bias' : ''}`,
@@ -301,6 +304,7 @@ export function kernelCases(): KernelCase[] {
     [128, 48, 192, ['dx', 'dW', 'db'], [0, 1, 0]],
     [33, 20, 9, [null, 'dW', null], [0, 0, 0]],
     [3, 5, 256, ['dx', 'dW', null], [0, 1, 0]],
+    [2, 30, 17, ['dx', null, 'db'], [1, 0, 0]],
   ] as const)
     add({
       name: `linear_backward M=${M} K=${K} N=${N} out=${outs.map((o) => o ?? '-')} acc=${accs}`,

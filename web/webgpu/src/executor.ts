@@ -116,6 +116,13 @@ export function adamwConstants(
 // many 128 x 128 output tiles: with fewer, 128-wide tiles leave multiprocessors without work.
 const WIDE_MIN_TILES = 512;
 
+// Products with at most this many rows and this long a reduction run linear.wgsl's `rows` (one
+// thread per output, no tile): a generation step's (one token; the logits of a 50,257-token
+// vocabulary took 12 s a step on SwiftShader in 64 x 64 tiles, 63 of whose 64 rows are thrown
+// away). Longer reductions keep the tiles' split-K.
+const ROWS_MAX_I = 4;
+const ROWS_MAX_P = 4096;
+
 // Logits of one vocabulary chunk of cross_entropy_tied held at once ('auto'): 16 MiB, enough
 // columns for the chunk's matrix product to fill a large GPU (GPT-2's 8192 rows: 512 columns).
 const VOCAB_CHUNK_FLOATS = 1 << 22;
@@ -1599,6 +1606,35 @@ export class Executor {
     // 16 / 24 KiB of workgroup memory) for products with at least WIDE_MIN_TILES of their tiles.
     const opts = this.backend.options;
     const dev = this.backend.device;
+    // A few rows over a short reduction (a generation step's products): linear.wgsl's `rows`, one
+    // thread per element of C, unless a config forces a tiled kernel.
+    if (
+      d.I <= ROWS_MAX_I &&
+      d.P <= ROWS_MAX_P &&
+      opts.matmulTiled === 'auto' &&
+      opts.matmulTile === 'auto' &&
+      opts.matmulSplit === 'auto'
+    )
+      return [
+        {
+          kernel: 'linear',
+          entry: 'rows',
+          label: `${label} rows`,
+          defines: { TM: 4, TN: 4 },
+          constants: {
+            TRANS_A: d.transA ? 1 : 0,
+            TRANS_B: d.transB ? 1 : 0,
+            ALIGNED_A: d.lda % 4 === 0 ? 1 : 0,
+            ALIGNED_B: d.ldb % 4 === 0 ? 1 : 0,
+            HAS_BIAS: hasBias ? 1 : 0,
+            ACC: accumulate ? 1 : 0,
+            SPLIT: 0,
+          },
+          params: [u(d.I), u(d.J), u(d.P), u(d.lda), u(d.ldb), u(d.ldc), u(d.P), u(1)],
+          bindings: [a, b, bias, c],
+          workgroups: this.grid(ceilDiv(d.I * d.J, 256)),
+        },
+      ];
     // The generated kernel (linear_tiled, src/linear_gen.ts): forced by a config string, or
     // chosen per shape by autoTiled(); otherwise the hand-written kernels below.
     let tiled: TiledConfig | null = null;
