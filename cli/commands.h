@@ -57,6 +57,9 @@ void check_not_overwriting(const std::string& out, const std::string& input, con
 // What `ptl train` does with no options (preset, its batch, steps, lr, schedule, dropout ...):
 // `ptl info --defaults --json` prints it, and the playground site starts from the same settings.
 nlohmann::json train_defaults();
+// What `ptl lora train` does with no options: {"rank", "alpha", "targets": [...], "lr", "steps"}
+// (`ptl info --defaults` prints it as "lora_train"; the playground's fine-tune panel starts there).
+nlohmann::json lora_train_defaults();
 
 void add_train(CLI::App& app);
 void add_sample(CLI::App& app);

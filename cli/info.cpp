@@ -40,13 +40,17 @@ std::string mib(int64_t bytes) {
 void run_info(const InfoArgs& a) {
   if (a.defaults) {
     check(a.checkpoint.empty() && a.preset.empty(), "--defaults takes no checkpoint and no --preset");
-    const nlohmann::json d = train_defaults();
+    nlohmann::json d = train_defaults();
+    const nlohmann::json lora = lora_train_defaults();
     if (a.json) {
+      d["lora_train"] = lora;
       std::printf("%s\n", d.dump(2).c_str());
       return;
     }
     std::printf("ptl train with no options:\n");
     for (const auto& [key, value] : d.items()) std::printf("  %-13s %s\n", key.c_str(), value.dump().c_str());
+    std::printf("ptl lora train with no options:\n");
+    for (const auto& [key, value] : lora.items()) std::printf("  %-13s %s\n", key.c_str(), value.dump().c_str());
     return;
   }
   check(a.checkpoint.empty() != a.preset.empty(), "give either a checkpoint or --preset NAME (or --defaults)");
@@ -161,7 +165,7 @@ void add_info(CLI::App& app) {
       ->check(at_least(1));
   cmd->add_option("--vocab", a->vocab, "With --preset: that preset with this vocabulary size instead of 256")
       ->check(CLI::Range(1, ModelConfig::kMaxVocab));
-  cmd->add_flag("--defaults", a->defaults, "Describe what `ptl train` does with no options instead");
+  cmd->add_flag("--defaults", a->defaults, "Describe what `ptl train` and `ptl lora train` do with no options instead");
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([a]() { run_info(*a); });
 }

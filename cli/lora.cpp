@@ -19,13 +19,24 @@ namespace {
 
 constexpr const char* kAdapterFile = "adapter.tinygpt-lora";
 
+// "q,k,v,o,fc_in,fc_out" reads better as the shorthand it is.
+std::string targets_option(const std::set<std::string>& targets) {
+  return targets == parse_lora_targets("all") ? "all" : lora_targets_string(targets);
+}
+
+// `ptl lora train`'s options; their defaults are the engine's (default_lora(), kDefaultLoraLr,
+// kDefaultLoraSteps), which the WebAssembly API and the playground use too.
 struct LoraArgs {
   FinetuneArgs run;
-  int rank = 4;
-  double alpha = 8.0;
-  std::string targets = "q,v";
-  double weight_decay = 0.0;
-  double dropout = 0.0;  // on the adapters' input
+  int rank = default_lora().rank;
+  double alpha = default_lora().alpha;
+  std::string targets = targets_option(default_lora().targets);
+  double weight_decay = default_lora().weight_decay;
+  double dropout = default_lora().dropout;  // on the adapters' input
+  LoraArgs() {
+    run.lr = kDefaultLoraLr;
+    run.steps = kDefaultLoraSteps;
+  }
 };
 
 int64_t count(const std::vector<TensorInfo>& tensors) {
@@ -190,9 +201,9 @@ void run_import_peft(const PeftArgs& a) {
 
 struct BenchArgs {
   std::string presets = "small,large";
-  int rank = 4, steps = 20, warmup = 3;
-  double alpha = 8.0;
-  std::string targets = "q,v";
+  int rank = default_lora().rank, steps = 20, warmup = 3;
+  double alpha = default_lora().alpha;
+  std::string targets = targets_option(default_lora().targets);
   bool json = false;
 };
 
@@ -288,18 +299,32 @@ void run_lora_bench(const BenchArgs& a) {
 
 }  // namespace
 
+nlohmann::json lora_train_defaults() {
+  const LoraArgs a;
+  LoraConfig lora;
+  lora.targets = parse_lora_targets(a.targets);
+  return {{"rank", a.rank},
+          {"alpha", a.alpha},
+          {"targets", lora_to_json(lora)["targets"]},  // one by one, in the canonical order
+          {"lr", a.run.lr},
+          {"steps", a.run.steps}};
+}
+
 void add_lora(CLI::App& app) {
   CLI::App* lora = app.add_subcommand(
       "lora", "LoRA adapters: train on a frozen base, merge into it, describe, export to and import from PEFT");
   lora->require_subcommand(1);
 
   auto t = std::make_shared<LoraArgs>();
-  t->run.lr = 1e-3;
   CLI::App* train = lora->add_subcommand(
       "train", "Train a LoRA adapter on a frozen base (.txt = next-token LM, .jsonl = SFT) into OUT/" +
                    std::string(kAdapterFile));
   add_finetune_options(train, t->run, "Training data: FILE.jsonl = SFT examples, any other file = plain text");
-  train->add_option("--rank", t->rank, "Adapter rank r")->capture_default_str();
+  train
+      ->add_option("--rank", t->rank,
+                   "Adapter rank r: r (in + out) parameters per adapted [out, in] projection (the default on all six "
+                   "stays under 3% of a Small base or larger; docs/post-training.md, \"The defaults\")")
+      ->capture_default_str();
   train->add_option("--alpha", t->alpha, "Scale: the update is (alpha / r) B A")->capture_default_str();
   train
       ->add_option("--targets", t->targets,

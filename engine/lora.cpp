@@ -75,6 +75,12 @@ std::string lora_targets_string(const std::set<std::string>& targets) {
   return out;
 }
 
+LoraConfig default_lora() {
+  LoraConfig c;  // alpha and targets: the struct's defaults
+  c.rank = 2;
+  return c;
+}
+
 void validate_lora(const LoraConfig& lora) {
   check(lora.rank >= 1, "LoRA rank must be at least 1, got " + std::to_string(lora.rank));
   check(std::isfinite(lora.alpha) && lora.alpha != 0.0, "LoRA alpha must be a non-zero number");

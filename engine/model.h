@@ -12,12 +12,13 @@
 namespace ptl {
 
 // LoRA adapters (spec "LoRA"): y = W x + b + (alpha / r) B (A x) on the chosen projections.
+// alpha and targets default to what `ptl lora train` uses (default_lora() in engine/lora.h).
 struct LoraConfig {
   int rank = 0;  // 0 = no adapters
   double alpha = 8.0;
   // Any of q, k, v, o, fc_in, fc_out, or qkv: one adapter over q, k and v together (GPT-2's
   // fused c_attn, as PEFT adapts it), never with q, k or v.
-  std::set<std::string> targets = {"q", "v"};
+  std::set<std::string> targets = {"q", "k", "v", "o", "fc_in", "fc_out"};
   double weight_decay = 0.0;
   // Dropout on the adapter's input (as PEFT): (alpha / r) B (A dropout(x)), training only.
   double dropout = 0.0;

@@ -180,6 +180,34 @@ TEST(Cli, InfoDefaultsAreTrainsDefaults) {
   expect_error(ptl_cli("info --defaults --preset tiny", d), "--defaults takes no checkpoint and no --preset");
 }
 
+// Its "lora_train" is what `ptl lora train` runs with no options (the playground's Fine-tune panel
+// starts from it): the values lora train's --help shows.
+TEST(Cli, InfoDefaultsHaveLoraTrainsDefaults) {
+  test::TempDir d;
+  const CliRun r = ptl_cli("info --defaults --json", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out).at("lora_train");
+  const CliRun help = ptl_cli("lora train --help", d);
+  ASSERT_EQ(help.code, 0) << help.err;
+  auto shown = [&](const std::string& option) {
+    const size_t at = help.out.find("  " + option + " ");
+    if (at == std::string::npos) return std::string("(no " + option + ")");
+    const size_t eq = help.out.find('=', at), end = help.out.find_first_of(" \n", eq);
+    return help.out.substr(eq + 1, end - eq - 1);
+  };
+  EXPECT_EQ(std::stoi(shown("--rank")), j["rank"].get<int>());
+  EXPECT_DOUBLE_EQ(std::stod(shown("--alpha")), j["alpha"].get<double>());
+  EXPECT_DOUBLE_EQ(std::stod(shown("--lr")), j["lr"].get<double>());
+  EXPECT_EQ(std::stoll(shown("--steps")), j["steps"].get<int64_t>());
+  LoraConfig listed;
+  listed.targets = parse_lora_targets(shown("--targets"));
+  EXPECT_EQ(lora_to_json(listed)["targets"], j["targets"]);
+  // The engine's defaults, which the WebAssembly API fills in.
+  EXPECT_EQ(j["rank"].get<int>(), default_lora().rank);
+  EXPECT_EQ(j["targets"], lora_to_json(default_lora())["targets"]);
+  EXPECT_DOUBLE_EQ(j["lr"].get<double>(), kDefaultLoraLr);
+}
+
 TEST(Cli, BenchPrintsOneJsonLinePerPresetWithItsFigures) {
   test::TempDir d;
   CliRun r = ptl_cli("bench --presets tiny --steps 2 --warmup 1 --threads 1 --json --ops --peak-gflops 100", d);

@@ -264,13 +264,14 @@ TEST(Dropout, SitesAreInTrainProgramsOnly) {
   // Never in the other programs, whatever the options say.
   opt.dropout = 0.5;
   opt.lora.rank = 2;
+  opt.lora.targets = {"q", "v"};
   opt.lora.dropout = 0.5;
   for (const Program& p : {build_eval_program(mc, opt), build_forward_program(mc, opt),
                            build_generate_program(mc, opt.lora), build_inspect_program(mc, 8, opt.lora)}) {
     EXPECT_EQ(count_ops(p, OpKind::dropout), 0) << p.name;
     EXPECT_LT(p.find("dropout.seed"), 0) << p.name;
   }
-  // LoRA: only the adapters' input, per target (q, v by default), with the model's rate 0.
+  // LoRA: only the adapters' input, one site per target (q, v here), with the model's rate 0.
   tc.dropout = 0.0;
   Program lora = build_train_program(mc, opt, tc);
   EXPECT_EQ(count_ops(lora, OpKind::dropout), 2 * mc.n_layers);

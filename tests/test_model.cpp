@@ -240,6 +240,7 @@ TEST(Model, FrozenParametersGetNoGradient) {
   BuildOptions opt;
   opt.batch = 1;
   opt.lora.rank = 2;
+  opt.lora.targets = {"q", "v"};
   Program p = build_train_program(tiny(), opt, train_config(1));
   EXPECT_LT(p.find("grad.blocks.0.attn.q_proj.weight"), 0);
   EXPECT_LT(p.find("optim.m.tok_emb.weight"), 0);

@@ -879,8 +879,9 @@ EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_run_program(const char* program_json, co
 // `ptl lora train` / `ptl sft` do. {"steps", "lr", "schedule", "batch", "seed", "warmup",
 // "dropout", "lora": {"rank", "alpha", "targets": [...], "dropout"} | null}; with "lora" the base
 // is frozen and only the adapters train. "dropout" is the model's rate for this run (default 0,
-// not the base run's); the LoRA config's, the adapters' input's. Every field is optional except
-// "steps".
+// not the base run's); the LoRA config's, the adapters' input's. Every field is optional: "steps"
+// defaults to `ptl lora train`'s, and with "lora" so do "lr" and each field of "lora" left out
+// (engine/lora.h, default_lora()), so `{"lora": {}}` is that command's run.
 EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
   return guarded(
       [&] {
@@ -896,10 +897,11 @@ EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
                        {"dropout", 0},
                        {"lora", 0}},
                   "fine-tune config");
-        ptl::check(j.contains("steps"), "fine-tune config: give \"steps\"");
+        const bool with_lora = j.contains("lora") && !j.at("lora").is_null();
         ptl::TrainConfig tc = s.trainer->train_config();  // the base run's optimizer settings, then ours
-        tc.steps = json_int(j.at("steps"), kInt64Min, kInt64Max, "fine-tune config: 'steps'");
-        tc.lr = j.value("lr", 1e-3);
+        tc.steps = j.contains("steps") ? json_int(j.at("steps"), kInt64Min, kInt64Max, "fine-tune config: 'steps'")
+                                       : ptl::kDefaultLoraSteps;
+        tc.lr = j.value("lr", with_lora ? ptl::kDefaultLoraLr : 1e-3);
         if (j.contains("schedule")) tc.schedule = j.at("schedule").get<std::string>();
         if (j.contains("batch")) tc.batch = int(json_int(j["batch"], kIntMin, kIntMax, "fine-tune config: 'batch'"));
         if (j.contains("seed")) tc.seed = ptl::json_u64(j["seed"], "fine-tune config: 'seed'");
@@ -910,8 +912,13 @@ EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
         tc.validate();
         s.gen.reset();
         ptl::LoraConfig lora;
-        const bool with_lora = j.contains("lora") && !j.at("lora").is_null();
-        if (with_lora) lora = ptl::lora_from_json(j.at("lora"));  // validate before changing anything
+        if (with_lora) {
+          const json& given = j.at("lora");
+          ptl::check(given.is_object(), "fine-tune config: 'lora' must be an object or null");
+          json full = ptl::lora_to_json(ptl::default_lora());  // the fields left out: the defaults
+          for (const auto& [key, value] : given.items()) full[key] = value;
+          lora = ptl::lora_from_json(full);  // validate before changing anything
+        }
         s.trainer->start_finetune(tc);
         if (with_lora) s.trainer->enable_lora(lora, tc.seed);
         reset_loop(s);

@@ -96,6 +96,35 @@ test(`${VARIANT}: LoRA on SFT data: masked batches, the LoRA train program, adap
   }
 });
 
+test(`${VARIANT}: what a fine-tune config leaves out is ptl lora train's default`, async () => {
+  const defaults = JSON.parse(ptl(['info', '--defaults', '--json'])).lora_train;
+  const e = await Engine.create({ preset: 'small', train: { steps: 5 } }, module);
+  try {
+    await e.setCorpus('The bus was late again, so Maria walked to the office. '.repeat(40));
+    // Full fine-tuning keeps its own rate.
+    await e.startFinetune({});
+    assert.equal((await e.loraInfo()).enabled, false);
+    assert.equal((await e.info()).train.lr, 1e-3);
+    assert.equal((await e.info()).train.steps, defaults.steps);
+    await e.startFinetune({ lora: {} });
+    const info = await e.loraInfo();
+    assert.equal(info.rank, defaults.rank);
+    assert.equal(info.alpha, defaults.alpha);
+    const sorted = (list) => [...list].sort(); // loraInfo lists them by name
+    assert.deepEqual(sorted(info.targets), sorted(defaults.targets));
+    const train = (await e.info()).train;
+    assert.equal(train.lr, defaults.lr);
+    assert.equal(train.steps, defaults.steps);
+    // A field given replaces only itself.
+    await e.startFinetune({ steps: 3, lora: { rank: 1 } });
+    assert.equal((await e.loraInfo()).rank, 1);
+    assert.deepEqual(sorted((await e.loraInfo()).targets), sorted(defaults.targets));
+    assert.equal((await e.info()).train.steps, 3);
+  } finally {
+    e.dispose();
+  }
+});
+
 test(`${VARIANT}: bad fine-tuning input names the problem and changes nothing`, async () => {
   const e = await Engine.create({ preset: 'tiny', train: { steps: 5 } }, module);
   try {

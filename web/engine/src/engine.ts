@@ -219,16 +219,21 @@ export interface LoraOptions {
   targets: string[];
 }
 
-/** Fine-tuning from the current weights (Engine.startFinetune): a fresh schedule and moments. */
+/**
+ * Fine-tuning from the current weights (Engine.startFinetune): a fresh schedule and moments.
+ * What is left out is `ptl lora train`'s default (`ptl info --defaults`, "lora_train"): 500
+ * steps, and with `lora` the peak rate 5e-3 and adapters of rank 2, alpha 8 on every projection,
+ * so `{ lora: {} }` is that command's run; without `lora` the rate defaults to 1e-3.
+ */
 export interface FinetuneOptions {
-  steps: number;
+  steps?: number;
   lr?: number;
   schedule?: 'cosine' | 'constant';
   batch?: number;
   seed?: number;
   warmup?: number;
-  /** Train LoRA adapters on a frozen base; without it every weight trains. */
-  lora?: LoraOptions | null;
+  /** Train LoRA adapters on a frozen base (a field left out: the default); without it every weight trains. */
+  lora?: Partial<LoraOptions> | null;
 }
 
 export interface LoraInfo extends LoraOptions {

@@ -4,7 +4,8 @@
 //   public/data/tinyshakespeare.txt                       from $PTL_DATA_DIR or ../shared/data
 //   src/generated/presets.json                            from the native `ptl info --preset X --json`
 //   src/generated/defaults.json                           the playground's run: `ptl info --defaults
-//                                                         --json` (ptl train's), SITE_RUN over it
+//                                                         --json` (ptl train's), SITE_RUN over it;
+//                                                         lora_train: the fine-tune panel's
 //   src/generated/bench.json                              from bench/results/*.jsonl
 //   src/generated/img/*.svg                               from docs/img/ (the plots of /performance)
 //   public/models/pretrained.tinygpt                      the pretrained model (scripts/pretrained.mjs)
@@ -99,6 +100,8 @@ const defaults = { ...ptlDefaults, ...SITE_RUN, ptl: ptlDefaults };
 const defaultPreset = presets.find((p) => p.name === defaults.preset);
 if (!defaultPreset) fail(`the default preset ${defaults.preset} is not a preset`);
 if (defaults.preset !== ptlDefaults.preset) defaults.batch = defaultPreset.batch; // as ptl: the preset's
+// The fine-tune panel's: `ptl lora train`'s, unchanged (the same run in the browser).
+if (!ptlDefaults.lora_train) fail(`${ptl} is older than this site: 'ptl info --defaults --json' has no lora_train`);
 writeFileSync(join(site, 'src/generated/defaults.json'), JSON.stringify(defaults, null, 1) + '\n');
 
 // 4. Benchmark figures for /performance: the results of record, one JSON-lines file per benchmark
