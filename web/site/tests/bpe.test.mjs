@@ -1,7 +1,8 @@
 // The playground over a BPE tokenizer in headless Chromium: the corpus panel trains a tokenizer
 // on the text (the one native `ptl tokenizer train` makes of it), a Tiny run trains over its
 // tokens, sampling and inspection show the tokens with their ids (native ptl's for the same
-// text), and the downloaded checkpoint is a BPE checkpoint that opens and resumes.
+// text), and the downloaded checkpoint is a BPE checkpoint that opens and resumes; on WebGPU the
+// run trains, samples and inspects over the same tokens.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -129,6 +130,67 @@ test('BPE: a tokenizer trained on an uploaded text, a Tiny run over its tokens, 
     await waitIdleAt(page, 12);
     assert.match(await page.textContent('#status'), /Finished 12 steps/);
     s.assertNoErrors('the playground over BPE');
+  } finally {
+    await s.close();
+  }
+});
+
+test('BPE on WebGPU (SwiftShader): the run trains over the tokens; sampling and inspection on the GPU agree with WebAssembly', async () => {
+  const s = await openSite();
+  const { page } = s;
+  try {
+    await waitReady(page);
+    await page.check('input[name="corpus"][value="upload"]');
+    const text = fs.readFileSync(corpusPath()).subarray(0, 100_000);
+    await page.setInputFiles('#corpus-file', { name: 'small.txt', mimeType: 'text/plain', buffer: text });
+    await page.waitForFunction(() => document.body.dataset.corpus === 'small.txt');
+    await page.check('input[name="tokenizer"][value="bpe"]');
+    await page.fill('#bpe-vocab', String(VOCAB));
+    await page.dispatchEvent('#bpe-vocab', 'change');
+    await page.waitForFunction((n) => document.body.dataset.bpe === String(n), VOCAB);
+    await page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));
+    await page.selectOption('#backend', 'webgpu');
+    await page.selectOption('#preset', 'tiny');
+    await page.fill('#steps', '6');
+    await page.fill('#eval-every', '6');
+    await page.fill('#sample-every', '0');
+    await page.fill('#autosave-every', '0');
+    await page.click('#start');
+    await waitIdleAt(page, 6);
+    assert.match(await page.textContent('#status'), /Finished 6 steps on WebGPU/);
+    const ls = await losses(page);
+    assert.ok(Math.abs(ls[0] - Math.log(VOCAB)) < 0.3, `the first loss ${ls[0]} is near ln ${VOCAB}`);
+
+    // Sampling on the GPU: the prompt in the model's tokens, the tokens decoded by its tokenizer.
+    await page.fill('#length', '10');
+    await page.click('#generate');
+    await page.waitForFunction(
+      () =>
+        document.body.dataset.state === 'ready' &&
+        document.getElementById('gen-stats').textContent.includes('tokens/s'),
+    );
+    assert.match(await page.textContent('#gen-stats'), /^10 tokens \(\d+ bytes\) in /);
+    const ids = await page.$$eval('#gen-out .tok', (els) => els.flatMap((e) => e.dataset.ids.split(' ').map(Number)));
+    assert.equal(ids.length, 10);
+    assert.ok(ids.every((id) => id >= 0 && id < VOCAB));
+
+    // Inspection on the GPU and then on WebAssembly (the GPU's weights come back): the same tokens and top 10.
+    const inspected = async () => {
+      await page.click('#inspect');
+      await page.waitForFunction(
+        () => !document.getElementById('inspect-out').hidden && document.body.dataset.state === 'ready',
+      );
+      return {
+        tokens: await page.$$eval('#inspect-tokens .tok', (els) => els.map((e) => e.dataset.ids)),
+        top: await page.$$eval('#top10 > span:nth-child(3n+1)', (els) => els.map((e) => e.textContent)),
+      };
+    };
+    const gpu = await inspected();
+    assert.equal(gpu.top.length, 10);
+    await page.selectOption('#backend', 'wasm-threads');
+    await page.waitForFunction(() => document.body.dataset.backend === 'wasm');
+    assert.deepEqual(await inspected(), gpu, 'the prompt tokens and the top 10 agree between WebGPU and WebAssembly');
+    s.assertNoErrors('the playground over BPE on WebGPU');
   } finally {
     await s.close();
   }
