@@ -125,10 +125,17 @@ test('BPE: a tokenizer trained on an uploaded text, a Tiny run over its tokens, 
     await page.setInputFiles('#open-file', file);
     await page.waitForFunction(() => document.body.dataset.opened === 'downloaded-bpe.tinygpt');
     assert.match(await page.textContent('#model-tokenizer'), /^The current model reads a BPE tokenizer of 300 tokens/);
+    await page.fill('#autosave-every', '10');
     await page.fill('#steps', '12');
     await page.click('#resume');
     await waitIdleAt(page, 12);
     assert.match(await page.textContent('#status'), /Finished 12 steps/);
+    // Its autosave (at the run's end) comes back after a reload, over the same tokens.
+    await page.reload();
+    await waitReady(page);
+    assert.equal(await page.evaluate(() => document.body.dataset.restored), '12');
+    assert.equal(await page.evaluate(() => document.body.dataset.tokenizer), `bpe:${VOCAB}`);
+    assert.match(await page.textContent('#model-tokenizer'), /^The current model reads a BPE tokenizer of 300 tokens/);
     s.assertNoErrors('the playground over BPE');
   } finally {
     await s.close();
