@@ -63,6 +63,17 @@ test('BPE: a tokenizer trained on an uploaded text, a Tiny run over its tokens, 
     // Bits per byte = nats per token x tokens / bytes / ln 2: a BPE token is more than a byte.
     assert.ok(bpb > 0 && bpb < val / Math.LN2, `bits per byte ${bpb} below the loss in bits per token`);
 
+    // Another text: the current model reads it in its own tokens (the line counts them anew),
+    // and the choice's tokenizer for a new run is trained on it.
+    await page.check('input[name="corpus"][value="shakespeare"]');
+    await page.waitForFunction(() => document.body.dataset.corpus === 'TinyShakespeare');
+    await page.waitForFunction(() =>
+      /training tokens of 1,003,855 bytes/.test(document.getElementById('model-tokenizer').textContent),
+    );
+    await page.waitForFunction(() =>
+      /trained on the training part of TinyShakespeare/.test(document.getElementById('tokenizer-info').textContent),
+    );
+
     // Sampling shows each token, its id in the title.
     await page.fill('#length', '20');
     await page.click('#generate');

@@ -264,6 +264,12 @@ async function setCorpus(bytes: Uint8Array, name: string): Promise<void> {
   corpusInfo = { name, bytes: bytes.length };
   const split = await session.call('setCorpus', { bytes, info: corpusInfo });
   corpusReady = true;
+  if (model && split.train_tokens !== undefined && split.val_tokens !== undefined) {
+    // The current model reads the new text in its own tokens (the line under the choice counts them).
+    const { train_bytes, val_bytes, train_tokens, val_tokens } = split;
+    model = { ...model, info: { ...model.info, corpus: { train_bytes, val_bytes, train_tokens, val_tokens } } };
+    describeModelTokenizer();
+  }
   let utf8 = true;
   try {
     new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(0, 1 << 20));

@@ -99,7 +99,11 @@ export interface Methods {
   /** Trains the BPE tokenizer of the choice on the current corpus (kept for the next create). */
   prepareTokenizer: { params: { choice: TokenizerChoice }; result: TokenizerSummary };
   open: { params: { bytes: Uint8Array; name: string }; result: ModelSummary & { state: RunState | null } };
-  setCorpus: { params: { bytes: Uint8Array; info: CorpusInfo }; result: { train_bytes: number; val_bytes: number } };
+  /** The split; with a model, its tokens too (in the model's tokenizer). */
+  setCorpus: {
+    params: { bytes: Uint8Array; info: CorpusInfo };
+    result: { train_bytes: number; val_bytes: number; train_tokens?: number; val_tokens?: number };
+  };
   setBackend: { params: { backend: Backend }; result: ModelSummary | null };
   train: {
     params: { settings: RunSettings };
