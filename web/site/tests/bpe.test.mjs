@@ -107,6 +107,17 @@ test('BPE: a tokenizer trained on an uploaded text, a Tiny run over its tokens, 
     assert.equal(await page.locator('#attention canvas').count(), 6);
     assert.equal(await page.locator('#attention .attn .cols').first().locator('span').count(), seen.length);
     await shootBoth(page, 'playground-bpe');
+    // A character the tokenizer never saw is two byte tokens: one span holding both ids.
+    await page.fill('#inspect-prompt', 'café');
+    await page.click('#inspect');
+    await page.waitForFunction(() => document.getElementById('inspect-tokens').textContent === 'café');
+    const accented = await page.$$eval('#inspect-tokens .tok', (els) => els.map((e) => [e.textContent, e.dataset.ids]));
+    assert.deepEqual(
+      accented.at(-1),
+      ['é', '195 169'],
+      `the last span: é, bytes 0xc3 0xa9 (${JSON.stringify(accented)})`,
+    );
+    await page.fill('#inspect-prompt', prompt);
 
     // The download is a BPE checkpoint: native ptl reads its tokenizer, the one native ptl trains
     // on the same text, and gives the page's ids for the page's texts.

@@ -802,11 +802,22 @@ function drawInspect(r: InspectResult): void {
   const T = r.T;
   hook.inspect = r;
   const unit = readsBytes() ? 'byte' : 'token';
-  // The prompt as the model read it, token by token.
+  // The prompt as the model read it, token by token (a character split across tokens: one span).
   const seen = $('inspect-tokens');
   seen.replaceChildren();
   const view = new TokenView(seen);
-  r.pieces.forEach((p, i) => view.add([r.tokens[i]!], new TextDecoder('utf-8').decode(Uint8Array.from(p))));
+  const utf8 = new TextDecoder('utf-8');
+  let ids: number[] = [];
+  r.pieces.forEach((p, i) => {
+    ids.push(r.tokens[i]!);
+    const text = utf8.decode(Uint8Array.from(p), { stream: true });
+    if (text) {
+      view.add(ids, text);
+      ids = [];
+    }
+  });
+  const tail = utf8.decode();
+  if (tail || ids.length) view.add(ids, tail);
   $('inspect-tokens-h').textContent = `The prompt in ${T} ${unit}s`;
   // One tooltip for every map: query byte, key byte and the probability under the pointer.
   const tip = document.createElement('div');
