@@ -42,6 +42,7 @@
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -178,16 +179,29 @@ void only_keys(const json& j, const json& known, const std::string& what) {
     ptl::check(known.contains(it.key()), what + ": unknown key '" + it.key() + "'");
 }
 
-// { "preset": "small", "model": { ...overrides... }, "train": { ...overrides... } }
+// { "preset": "small", "model": { ...overrides... }, "train": { ...overrides... },
+//   "tokenizer": "<tokenizer.json text>" }
+// With "tokenizer" the model reads its tokens (as `ptl train --tokenizer`): the vocabulary is the
+// tokenizer's, and a "model.vocab_size" that differs is an error. Without it the model reads bytes.
 std::unique_ptr<ptl::Trainer> trainer_from_config(const std::string& text) {
   json j = text.empty() ? json::object() : json::parse(text);
-  only_keys(j, json{{"preset", 0}, {"model", 0}, {"train", 0}}, "config");
+  only_keys(j, json{{"preset", 0}, {"model", 0}, {"train", 0}, {"tokenizer", 0}}, "config");
   const std::string preset_name = j.value("preset", std::string("small"));
   const ptl::Preset& preset = ptl::find_preset(preset_name);
   json model = preset.model.to_json();
   if (j.contains("model")) {
     only_keys(j["model"], model, "model config");
     for (auto it = j["model"].begin(); it != j["model"].end(); ++it) model[it.key()] = it.value();
+  }
+  std::optional<ptl::ModelTokenizer> tok;
+  if (j.contains("tokenizer")) {
+    ptl::check(j["tokenizer"].is_string(), "config: 'tokenizer' must be the text of a tokenizer.json");
+    tok = ptl::ModelTokenizer::of(ptl::tokenizer_from_json(j["tokenizer"].get<std::string>(), "config tokenizer"));
+    if (j.contains("model") && j["model"].contains("vocab_size"))
+      ptl::check(j["model"]["vocab_size"] == json(tok->vocab_size()),
+                 "config: model.vocab_size " + j["model"]["vocab_size"].dump() + " differs from the tokenizer's " +
+                     std::to_string(tok->vocab_size()) + " tokens (leave it out: the tokenizer sets it)");
+    model["vocab_size"] = tok->vocab_size();
   }
   ptl::ModelConfig mc = ptl::ModelConfig::from_json(model);  // validates
   ptl::TrainConfig base;
@@ -199,7 +213,9 @@ std::unique_ptr<ptl::Trainer> trainer_from_config(const std::string& text) {
     for (auto it = j["train"].begin(); it != j["train"].end(); ++it) train[it.key()] = it.value();
   }
   ptl::TrainConfig tc = ptl::TrainConfig::from_json(train);  // validates
-  return std::make_unique<ptl::Trainer>(mc, tc);
+  auto trainer = std::make_unique<ptl::Trainer>(mc, tc);
+  if (tok) trainer->set_tokenizer(*tok);
+  return trainer;
 }
 
 // Heap reservation: grow the heap now (on the calling thread, before any kernel runs) to what

@@ -65,6 +65,21 @@ export interface CreateConfig {
   preset?: string;
   model?: Partial<ModelConfig>;
   train?: Partial<TrainConfig>;
+  /**
+   * A tokenizer.json text (e.g. TrainedTokenizer.json): the model reads its tokens, and its
+   * vocabulary is the tokenizer's (as `ptl train --tokenizer`). Without it the model reads bytes.
+   */
+  tokenizer?: string;
+}
+
+/** A byte-level BPE tokenizer trained on a text (LoadedModule.trainTokenizer). */
+export interface TrainedTokenizer {
+  /** Its tokenizer.json text, what CreateConfig.tokenizer takes and a checkpoint records. */
+  json: string;
+  /** Bytes, merged tokens and <|endoftext|>: below the size asked for when the text ran out of pairs. */
+  vocab_size: number;
+  merges: number;
+  specials: { text: string; id: number }[];
 }
 
 /** What the engine's training loop says follows a step (engine/training_loop.h). */
@@ -343,6 +358,10 @@ export interface PtlModule {
   _ptl_model_tokenizer_json(h: number): Ptr;
   _ptl_model_encode(h: number, text: Ptr, n: number): Ptr;
   _ptl_model_decode(h: number, ids: Ptr, count: number): Ptr;
+  _ptl_tokenizer_train(text: Ptr, n: number, vocabSize: number): number;
+  _ptl_tokenizer_info(t: number): Ptr;
+  _ptl_tokenizer_json(t: number): Ptr;
+  _ptl_tokenizer_free(t: number): number;
 }
 
 /** The factory an Emscripten MODULARIZE build exports (createPtlEngine). */
@@ -560,6 +579,24 @@ export class LoadedModule {
     return this.withString(text, (jp) =>
       this.withBytes(inputs, (p, n) => this.bytes(this.mod._ptl_run_program(jp, p, n), 'ptl_run_program')),
     );
+  }
+  /**
+   * Trains a byte-level BPE tokenizer on a text, as `ptl tokenizer train` does (the same file for
+   * the same text): `vocabSize` counts the 256 bytes, the merged tokens and <|endoftext|>
+   * (257..65,536). Synchronous: run it in a worker.
+   */
+  trainTokenizer(text: Uint8Array | string, vocabSize: number): TrainedTokenizer {
+    if (!Number.isInteger(vocabSize))
+      throw new EngineError(`vocabulary size ${vocabSize} is not an integer`, 'ptl_tokenizer_train');
+    const t = this.withBytes(text, (p, n) => this.mod._ptl_tokenizer_train(p, n, vocabSize));
+    if (t <= 0) this.fail('ptl_tokenizer_train');
+    try {
+      const info = this.json<Omit<TrainedTokenizer, 'json'>>(this.mod._ptl_tokenizer_info(t), 'ptl_tokenizer_info');
+      const json = this.text(this.mod._ptl_tokenizer_json(t), 'ptl_tokenizer_json');
+      return { json, vocab_size: info.vocab_size, merges: info.merges, specials: info.specials };
+    } finally {
+      this.mod._ptl_tokenizer_free(t);
+    }
   }
   retain(): void {
     this.live++;

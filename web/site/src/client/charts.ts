@@ -3,8 +3,6 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 
-export const UNTRAINED_LOSS = Math.log(256); // a uniform guess over 256 bytes
-
 type Columns = number[][];
 
 class Chart {
@@ -68,6 +66,12 @@ export class Dashboard {
   private readonly norm: Chart;
   private logScale = false;
   private readonly lossEl: HTMLElement;
+  // The model's vocabulary: the loss is per byte (256) or per token, and an untrained model's is
+  // ln(vocabulary), a uniform guess.
+  private vocab = 256;
+  private get untrained(): number {
+    return Math.log(this.vocab);
+  }
 
   constructor(els: { loss: HTMLElement; speed: HTMLElement; lr: HTMLElement; norm: HTMLElement }) {
     this.lossEl = els.loss;
@@ -111,14 +115,14 @@ export class Dashboard {
     return new Chart(
       this.lossEl,
       {
-        title: 'Loss (nats per byte)',
+        title: this.vocab === 256 ? 'Loss (nats per byte)' : 'Loss (nats per token)',
         scales: { y: this.logScale ? { distr: 3 } : {} },
         series: [
           { label: 'step' },
           // A validation row has no train loss (null): span it, or the line breaks at every evaluation.
           { label: 'train', stroke: '#264653', width: 1.5, spanGaps: true },
           { label: 'validation', stroke: '#e9c46a', width: 0, points: { show: true, size: 7, fill: '#e9c46a' } },
-          { label: 'untrained (ln 256)', stroke: '#999', dash: [6, 4], width: 1, points: { show: false } },
+          { label: `untrained (ln ${this.vocab})`, stroke: '#999', dash: [6, 4], width: 1, points: { show: false } },
         ],
         axes: [axis('step'), axis('loss')],
       },
@@ -131,6 +135,18 @@ export class Dashboard {
   setLogScale(on: boolean): void {
     if (on === this.logScale) return;
     this.logScale = on;
+    this.remakeLoss();
+  }
+
+  /** The current model's vocabulary size (the loss chart's unit and untrained line). */
+  setVocabulary(v: number): void {
+    if (v === this.vocab) return;
+    this.vocab = v;
+    for (const r of this.rows) r[3] = this.untrained;
+    this.remakeLoss();
+  }
+
+  private remakeLoss(): void {
     this.loss.plot.destroy();
     this.lossEl.replaceChildren();
     const fresh = this.makeLoss();
@@ -139,7 +155,7 @@ export class Dashboard {
   }
 
   step(step: number, loss: number, tokensPerS: number, lr: number, gradNorm: number): void {
-    const row = [step, loss, null, UNTRAINED_LOSS];
+    const row = [step, loss, null, this.untrained];
     this.rows.push(row);
     this.loss.push(row);
     this.speed.push([step, tokensPerS]);
@@ -148,7 +164,7 @@ export class Dashboard {
   }
 
   validation(step: number, loss: number): void {
-    const row = [step, null, loss, UNTRAINED_LOSS];
+    const row = [step, null, loss, this.untrained];
     this.rows.push(row);
     this.rows.sort((a, b) => a[0]! - b[0]!);
     // uPlot wants x ascending: rebuild the loss columns in order.
@@ -160,8 +176,8 @@ export class Dashboard {
    *  write them: the loss chart only (a checkpoint keeps no speed, learning rate or norm). */
   history(rows: [number, number | null, number | null][]): void {
     for (const [step, train, val] of rows) {
-      if (train !== null) this.rows.push([step, train, null, UNTRAINED_LOSS]);
-      if (val !== null) this.rows.push([step, null, val, UNTRAINED_LOSS]);
+      if (train !== null) this.rows.push([step, train, null, this.untrained]);
+      if (val !== null) this.rows.push([step, null, val, this.untrained]);
     }
     this.rows.sort((a, b) => a[0]! - b[0]!);
     this.loss.reset();

@@ -4,7 +4,15 @@ import { selectBuild, type Variant as BuildVariant } from '@posttrainllm/engine'
 import { Dashboard } from './charts.js';
 import { checkpointHistoryRows } from './runs.js';
 import { HfError, loadHfDataset, tinyShakespeare } from './corpus.js';
-import type { Backend, InspectResult, ModelSummary, RunSettings, RunState, Variant } from './protocol.js';
+import type {
+  Backend,
+  InspectResult,
+  ModelSummary,
+  RunSettings,
+  RunState,
+  TokenizerChoice,
+  Variant,
+} from './protocol.js';
 import { Session } from './session.js';
 import { wireFinetune } from './finetune.js';
 import { saveFile } from './save-file.js';
@@ -36,7 +44,8 @@ let model: ModelSummary | null = null;
 let modelLabel = '';
 let modelIsPretrained = false;
 let corpusReady = false;
-let running: 'training' | 'generating' | null = null;
+// 'tokenizing': a BPE tokenizer trains in the worker (its calls wait behind it).
+let running: 'training' | 'generating' | 'tokenizing' | null = null;
 let runStartStep = 0;
 let runStartTime = 0;
 let dash: Dashboard;
@@ -255,6 +264,12 @@ async function setCorpus(bytes: Uint8Array, name: string): Promise<void> {
   corpusInfo = { name, bytes: bytes.length };
   const split = await session.call('setCorpus', { bytes, info: corpusInfo });
   corpusReady = true;
+  if (model && split.train_tokens !== undefined && split.val_tokens !== undefined) {
+    // The current model reads the new text in its own tokens (the line under the choice counts them).
+    const { train_bytes, val_bytes, train_tokens, val_tokens } = split;
+    model = { ...model, info: { ...model.info, corpus: { train_bytes, val_bytes, train_tokens, val_tokens } } };
+    describeModelTokenizer();
+  }
   let utf8 = true;
   try {
     new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(0, 1 << 20));
@@ -267,6 +282,7 @@ async function setCorpus(bytes: Uint8Array, name: string): Promise<void> {
   if ($('status').classList.contains('error')) status(`Training text: ${name}.`, 'ok');
   document.body.dataset['corpus'] = name;
   refreshButtons();
+  if (tokenizerChoice().kind === 'bpe') await prepareTokenizer();
 }
 
 function corpusSource(): string {
@@ -335,6 +351,88 @@ async function onHfLoad(): Promise<void> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Tokens: what a new run's model reads
+
+const tokenizerRadios = () => document.querySelectorAll<HTMLInputElement>('input[name="tokenizer"]');
+
+function tokenizerChoice(): TokenizerChoice {
+  const bpe = document.querySelector<HTMLInputElement>('input[name="tokenizer"]:checked')?.value === 'bpe';
+  return bpe ? { kind: 'bpe', vocabSize: num('bpe-vocab') } : { kind: 'bytes' };
+}
+
+/** Whether the current model reads bytes (no model yet: what a new run would read). */
+function readsBytes(): boolean {
+  return model ? model.info.tokenizer.type === 'byte' : tokenizerChoice().kind === 'bytes';
+}
+
+/** What the current model reads, under the choice (a model's tokenizer is fixed when it is made). */
+function describeModelTokenizer(): void {
+  const el = $('model-tokenizer');
+  if (!model) {
+    el.hidden = true;
+    return;
+  }
+  const t = model.info.tokenizer;
+  const c = model.info.corpus;
+  dash.setVocabulary(model.info.model.vocab_size);
+  const reads =
+    t.type === 'byte'
+      ? 'bytes (256 tokens)'
+      : t.type === 'bpe'
+        ? `a BPE tokenizer of ${t.vocab_size.toLocaleString()} tokens`
+        : `token ids (${t.vocab_size.toLocaleString()}), not text`;
+  const tokens =
+    c && t.type === 'bpe'
+      ? `: ${c.train_tokens.toLocaleString()} training tokens of ${c.train_bytes.toLocaleString()} bytes (${(c.train_bytes / Math.max(1, c.train_tokens)).toFixed(2)} bytes per token)`
+      : '';
+  el.textContent = `The current model reads ${reads}${tokens}. Resume keeps its tokens; the choice above is for a new run.`;
+  el.hidden = false;
+  document.body.dataset['tokenizer'] = `${t.type}:${t.vocab_size}`;
+}
+
+/** Trains the chosen BPE tokenizer on the current text in the worker (once per text and size). */
+async function prepareTokenizer(): Promise<void> {
+  const choice = tokenizerChoice();
+  const info = $('tokenizer-info');
+  if (choice.kind === 'bytes') {
+    info.textContent = 'A new run reads bytes: every byte is a token (256 tokens).';
+    return;
+  }
+  if (!corpusReady) {
+    info.textContent = 'The tokenizer trains once the training text is loaded.';
+    return;
+  }
+  if (running !== null) return; // Start trains it when it is not ready
+  const n = choice.vocabSize;
+  if (!(Number.isInteger(n) && n >= 257 && n <= 65536)) {
+    info.textContent = `The vocabulary must be a whole number from 257 to 65,536 (got ${$<HTMLInputElement>('bpe-vocab').value}).`;
+    return;
+  }
+  running = 'tokenizing';
+  refreshButtons();
+  try {
+    const t = await session.call('prepareTokenizer', { choice }, (ev) => {
+      if (ev.event === 'progress') info.textContent = ev.data.message;
+    });
+    info.textContent =
+      `A new run reads a BPE tokenizer of ${t.vocabSize.toLocaleString()} tokens (the 256 bytes, ${t.merges.toLocaleString()} merges, <|endoftext|>), ` +
+      `trained on the training part of ${t.corpus} in ${t.seconds.toFixed(1)} s.` +
+      (t.vocabSize < n ? ` The text ran out of pairs to merge before ${n.toLocaleString()}.` : '');
+    document.body.dataset['bpe'] = String(t.vocabSize);
+  } catch (e) {
+    info.textContent = `Could not train the tokenizer: ${e instanceof Error ? e.message : String(e)}.`;
+  } finally {
+    running = null;
+    refreshButtons();
+  }
+}
+
+function onTokenizerChoice(): void {
+  $('bpe-box').hidden = tokenizerChoice().kind !== 'bpe';
+  void prepareTokenizer();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Training
 
 interface PretrainedInfo {
@@ -390,7 +488,9 @@ function refreshButtons(): void {
       ? 'No model yet: press Start new run (under Training) or open a checkpoint (Keep your work).'
       : running === 'training'
         ? 'The model is training: press Pause or Stop to use it here.'
-        : '';
+        : running === 'tokenizing'
+          ? 'A tokenizer is training for the next run: a moment.'
+          : '';
   for (const id of ['gen-why', 'inspect-why']) {
     $(id).textContent = why;
     $(id).hidden = why === '';
@@ -402,7 +502,9 @@ function refreshButtons(): void {
   }
   document.body.dataset['samplingModel'] = model === null ? (pretrained ? 'pretrained' : 'none') : modelLabel;
   // What a run is made with: they change between runs only (Resume keeps the run's).
-  for (const id of ['preset', 'backend', 'batch', 'seed', 'dropout']) $<HTMLInputElement>(id).disabled = !idle;
+  for (const id of ['preset', 'backend', 'batch', 'seed', 'dropout', 'bpe-vocab'])
+    $<HTMLInputElement>(id).disabled = !idle;
+  for (const r of tokenizerRadios()) r.disabled = !idle;
   document.body.dataset['state'] = running ?? (model ? 'ready' : 'empty');
   finetune?.refresh();
 }
@@ -419,10 +521,13 @@ function showStats(step: number, total: number, loss?: number, tps?: number): vo
   } else $('s-eta').textContent = '–';
 }
 
-function showEval(loss: number): void {
+/** `bpb`: the validation's bits per byte; unknown (a checkpoint's history) only for a BPE model. */
+function showEval(loss: number, bpb?: number): void {
   $('s-val').textContent = loss.toFixed(4);
   $('s-ppl').textContent = Math.exp(loss).toFixed(2);
-  $('s-bpb').textContent = (loss / Math.LN2).toFixed(3);
+  // A byte-level model's loss is per byte; a BPE model's per token, which spans several bytes.
+  const bits = bpb ?? (readsBytes() ? loss / Math.LN2 : undefined);
+  $('s-bpb').textContent = bits === undefined ? '–' : bits.toFixed(3);
 }
 
 function addSample(step: number, text: string): void {
@@ -448,7 +553,7 @@ function replay(state: RunState): void {
   }
   for (const e of state.evals) {
     dash.validation(e.step, e.loss);
-    showEval(e.loss);
+    showEval(e.loss, e.bits_per_byte);
   }
   for (const s of state.samples) addSample(s.step, s.text);
   const last = state.steps.at(-1);
@@ -510,9 +615,16 @@ async function runTraining(fresh: boolean): Promise<void> {
       hook.evals.length = 0;
       $('samples').replaceChildren();
       for (const id of ['s-val', 's-ppl', 's-bpb', 's-loss', 's-tps', 's-eta']) $(id).textContent = '–';
-      model = await session.call('create', { preset: preset().name, settings: s });
+      const tokenizer = tokenizerChoice();
+      model = await session.call('create', { preset: preset().name, settings: s, tokenizer }, (ev) => {
+        if (ev.event === 'progress') {
+          status(ev.data.message);
+          $('tokenizer-info').textContent = ev.data.message;
+        }
+      });
       modelLabel = `your ${preset().name[0]!.toUpperCase() + preset().name.slice(1)} run`;
       modelIsPretrained = false;
+      describeModelTokenizer();
     }
     runStartStep = model!.info.step;
     runStartTime = performance.now();
@@ -542,7 +654,7 @@ async function runTraining(fresh: boolean): Promise<void> {
           trainSeconds: lastElapsed,
           pageMs: performance.now(),
         });
-        showEval(ev.data.loss);
+        showEval(ev.data.loss, ev.data.bits_per_byte);
       } else if (ev.event === 'sample') {
         addSample(ev.data.step, ev.data.text);
       } else if (ev.event === 'autosave') {
@@ -577,6 +689,7 @@ async function generate(): Promise<void> {
   const out = $('gen-out');
   const prompt = $<HTMLTextAreaElement>('prompt').value;
   out.textContent = prompt;
+  const tokens = new TokenView(out);
   try {
     const r = await session.call(
       'generate',
@@ -589,17 +702,63 @@ async function generate(): Promise<void> {
         seed: Math.floor(num('gen-seed')),
       },
       (ev) => {
-        if (ev.event === 'token') out.textContent += ev.data.text;
+        if (ev.event === 'token') tokens.add(ev.data.ids, ev.data.text);
       },
     );
+    const what = readsBytes()
+      ? `${r.tokens} bytes`
+      : `${r.tokens} tokens (${new TextEncoder().encode(r.text).length.toLocaleString()} bytes)`;
     $('gen-stats').textContent =
-      `${r.tokens} bytes in ${r.seconds.toFixed(2)} s: ${(r.tokens / Math.max(r.seconds, 1e-9)).toFixed(1)} tokens/s; first token after ${(r.firstTokenSeconds * 1000).toFixed(0)} ms.`;
+      `${what} in ${r.seconds.toFixed(2)} s: ${(r.tokens / Math.max(r.seconds, 1e-9)).toFixed(1)} tokens/s; first token after ${(r.firstTokenSeconds * 1000).toFixed(0)} ms.`;
   } catch (e) {
     status(`Sampling failed: ${e instanceof Error ? e.message : String(e)}`, 'error');
   } finally {
     running = null;
     refreshButtons();
   }
+}
+
+/**
+ * Sampled text shown token by token: one span per token (a character split across tokens: one
+ * span for them all), told apart by alternating backgrounds (the output's "tokens" class), with
+ * the token ids as the span's title.
+ */
+class TokenView {
+  private last: HTMLSpanElement | null = null;
+  constructor(private readonly host: HTMLElement) {}
+  add(ids: number[], text: string): void {
+    if (ids.length === 0 && this.last) {
+      this.last.textContent += text; // the end: what a split character left, on its last token
+      return;
+    }
+    const span = document.createElement('span');
+    span.className = 'tok';
+    span.textContent = text;
+    span.title = ids.length === 1 ? `token ${ids[0]}` : `tokens ${ids.join(', ')}`;
+    span.dataset['ids'] = ids.join(' ');
+    this.host.append(span);
+    this.last = span;
+  }
+}
+
+/** A token's bytes in words, for the top 10 and the tooltips: 'e', space, ' the', 0xe2 0x80. */
+function tokenName(bytes: number[]): string {
+  if (bytes.length === 1) return byteName(bytes[0]!);
+  try {
+    const text = new TextDecoder('utf-8', { fatal: true }).decode(Uint8Array.from(bytes));
+    // Control characters as escapes, as printable() writes a byte.
+    const shown = [...text].map((c) => (c.length === 1 && c.charCodeAt(0) < 128 ? printable(c.charCodeAt(0)) : c));
+    return `'${shown.join('')}'`;
+  } catch {
+    return bytes.map((b) => `0x${b.toString(16).padStart(2, '0')}`).join(' '); // part of a character
+  }
+}
+
+/** A token as a one-character axis label: its first character (a byte's symbol for one byte). */
+function tokenLabel(bytes: number[]): string {
+  if (bytes.length === 1) return byteLabel(bytes[0]!);
+  const first = [...new TextDecoder('utf-8').decode(Uint8Array.from(bytes))][0] ?? '·';
+  return first === ' ' ? '␣' : first === '\n' ? '↵' : first === '\ufffd' || first < ' ' ? '·' : first;
 }
 
 function printable(b: number): string {
@@ -624,9 +783,10 @@ function byteName(b: number): string {
 function drawInspect(r: InspectResult): void {
   const bars = $('top10');
   bars.replaceChildren();
-  for (const { byte, prob } of r.top) {
+  for (const { token, prob, piece } of r.top) {
     const k = document.createElement('span');
-    k.textContent = byte === 32 ? 'space' : `'${printable(byte)}'`; // '␠' is missing from many fonts
+    k.textContent = tokenName(piece); // "space", not '␠': missing from many fonts
+    k.title = `token ${token}`;
     const barWrap = document.createElement('span');
     const bar = document.createElement('span');
     bar.className = 'bar';
@@ -641,6 +801,24 @@ function drawInspect(r: InspectResult): void {
   host.replaceChildren();
   const T = r.T;
   hook.inspect = r;
+  const unit = readsBytes() ? 'byte' : 'token';
+  // The prompt as the model read it, token by token (a character split across tokens: one span).
+  const seen = $('inspect-tokens');
+  seen.replaceChildren();
+  const view = new TokenView(seen);
+  const utf8 = new TextDecoder('utf-8');
+  let ids: number[] = [];
+  r.pieces.forEach((p, i) => {
+    ids.push(r.tokens[i]!);
+    const text = utf8.decode(Uint8Array.from(p), { stream: true });
+    if (text) {
+      view.add(ids, text);
+      ids = [];
+    }
+  });
+  const tail = utf8.decode();
+  if (tail || ids.length) view.add(ids, tail);
+  $('inspect-tokens-h').textContent = `The prompt in ${T} ${unit}s`;
   // One tooltip for every map: query byte, key byte and the probability under the pointer.
   const tip = document.createElement('div');
   tip.className = 'attn-tip';
@@ -651,9 +829,9 @@ function drawInspect(r: InspectResult): void {
     const d = document.createElement('div');
     d.className = cls;
     d.setAttribute('aria-hidden', 'true'); // the tooltip and the prompt field say the same in words
-    for (const b of r.tokens) {
+    for (const p of r.pieces) {
       const span = document.createElement('span');
-      span.textContent = byteLabel(b);
+      span.textContent = tokenLabel(p);
       d.append(span);
     }
     return d;
@@ -675,7 +853,7 @@ function drawInspect(r: InspectResult): void {
       c.setAttribute('role', 'img');
       c.setAttribute(
         'aria-label',
-        `Attention map of layer ${l + 1}, head ${h + 1}: rows are the prompt's bytes as queries, columns the bytes they attend to`,
+        `Attention map of layer ${l + 1}, head ${h + 1}: rows are the prompt's ${unit}s as queries, columns the ${unit}s they attend to`,
       );
       const g = c.getContext('2d')!;
       const img = g.createImageData(T, T);
@@ -690,8 +868,8 @@ function drawInspect(r: InspectResult): void {
         const j = Math.min(T - 1, Math.max(0, Math.floor(((ev.clientX - rect.left) / rect.width) * T)));
         const p = map[i * T + j]!;
         tip.textContent =
-          `Layer ${l + 1}, head ${h + 1}: query ${byteName(r.tokens[i]!)} (byte ${i + 1}) → key ${byteName(r.tokens[j]!)} (byte ${j + 1}): ` +
-          (j > i ? 'a later byte, never attended to' : `${(p * 100).toFixed(1)}%`);
+          `Layer ${l + 1}, head ${h + 1}: query ${tokenName(r.pieces[i]!)} (${unit} ${i + 1}) → key ${tokenName(r.pieces[j]!)} (${unit} ${j + 1}): ` +
+          (j > i ? `a later ${unit}, never attended to` : `${(p * 100).toFixed(1)}%`);
         const hostRect = host.getBoundingClientRect();
         tip.style.left = `${ev.clientX - hostRect.left + 12}px`;
         tip.style.top = `${ev.clientY - hostRect.top + 12}px`;
@@ -712,7 +890,7 @@ function drawInspect(r: InspectResult): void {
 
 async function inspect(): Promise<void> {
   if (!$<HTMLInputElement>('inspect-prompt').value) {
-    status('Type a prompt to inspect: the maps show how each of its bytes attends to the ones before it.', 'error');
+    status('Type a prompt to inspect: the maps show how each of its tokens attends to the ones before it.', 'error');
     return;
   }
   if (!(await ensureModel())) return;
@@ -774,6 +952,7 @@ async function openCheckpoint(bytes: Uint8Array, name: string, { pretrained = fa
     describePreset();
     showStats(info.step, Math.max(info.train.steps, info.step), lastTrain);
     if (lastVal !== undefined) showEval(lastVal);
+    describeModelTokenizer();
     document.body.dataset['historyRows'] = String(history.length);
     status(
       `Opened ${name}: ${info.model.n_layers} layers × d ${info.model.d_model}, ${info.param_count.toLocaleString()} parameters, step ${info.step}.`,
@@ -847,6 +1026,7 @@ async function tryRestore(): Promise<boolean> {
     corpusInfo = { ...r.state.corpus };
     $('corpus-info').textContent = `${r.state.corpus.name}: ${r.state.corpus.bytes.toLocaleString()} bytes (restored).`;
   }
+  describeModelTokenizer();
   document.body.dataset['restored'] = String(r.info.step);
   status(`Restored the autosaved run at step ${r.info.step}.`, 'ok');
   return corpusReady;
@@ -884,6 +1064,8 @@ export async function startPlayground(): Promise<void> {
   for (const r of document.querySelectorAll<HTMLInputElement>('input[name="corpus"]'))
     r.addEventListener('change', () => void onCorpusSource());
   $('corpus-file').addEventListener('change', () => void onUpload());
+  for (const r of tokenizerRadios()) r.addEventListener('change', () => onTokenizerChoice());
+  $('bpe-vocab').addEventListener('change', () => void prepareTokenizer());
   $('hf-load').addEventListener('click', () => void onHfLoad());
   $('start').addEventListener('click', () => void runTraining(true));
   $('resume').addEventListener('click', () => void runTraining(false));
@@ -923,6 +1105,7 @@ export async function startPlayground(): Promise<void> {
     await applyChoice();
     status('Engine loaded.'); // the backend's line says which and why, once
     if (!(await tryRestore())) await onCorpusSource();
+    onTokenizerChoice(); // a reload may keep the radios' state
     refreshButtons();
     const c = await session.call('calibrate', {});
     gflops = c.gflops;

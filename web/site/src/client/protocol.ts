@@ -22,6 +22,20 @@ export interface RunSettings {
   autosaveEvery: number; // 0 = never
 }
 
+/** The tokens a new run's model reads: bytes, or a BPE tokenizer trained on the corpus. */
+export type TokenizerChoice = { kind: 'bytes' } | { kind: 'bpe'; vocabSize: number };
+
+/** A tokenizer the worker prepared for the next run (prepareTokenizer). */
+export interface TokenizerSummary {
+  type: 'byte' | 'bpe';
+  /** Its vocabulary: for BPE, below the size asked for when the text ran out of pairs to merge. */
+  vocabSize: number;
+  merges: number;
+  /** BPE: the seconds its training took, and the corpus it was trained on. */
+  seconds: number;
+  corpus: string;
+}
+
 export interface CorpusInfo {
   name: string; // "TinyShakespeare", a file name, or "hf:dataset/config/split:column"
   bytes: number;
@@ -59,7 +73,9 @@ export interface ModelSummary {
 
 export interface InspectResult {
   tokens: number[];
-  top: { byte: number; prob: number }[];
+  /** Each token's bytes (one byte for a byte-level model). */
+  pieces: number[][];
+  top: { token: number; prob: number; piece: number[] }[];
   layers: number;
   heads: number;
   T: number;
@@ -78,9 +94,16 @@ export interface FinetuneSummary {
 
 export interface Methods {
   load: { params: { variant: Variant; threads: number }; result: BuildInfo };
-  create: { params: { preset: string; settings: RunSettings }; result: ModelSummary };
+  /** A new model; a BPE choice trains its tokenizer first unless prepareTokenizer already did. */
+  create: { params: { preset: string; settings: RunSettings; tokenizer: TokenizerChoice }; result: ModelSummary };
+  /** Trains the BPE tokenizer of the choice on the current corpus (kept for the next create). */
+  prepareTokenizer: { params: { choice: TokenizerChoice }; result: TokenizerSummary };
   open: { params: { bytes: Uint8Array; name: string }; result: ModelSummary & { state: RunState | null } };
-  setCorpus: { params: { bytes: Uint8Array; info: CorpusInfo }; result: { train_bytes: number; val_bytes: number } };
+  /** The split; with a model, its tokens too (in the model's tokenizer). */
+  setCorpus: {
+    params: { bytes: Uint8Array; info: CorpusInfo };
+    result: { train_bytes: number; val_bytes: number; train_tokens?: number; val_tokens?: number };
+  };
   setBackend: { params: { backend: Backend }; result: ModelSummary | null };
   train: {
     params: { settings: RunSettings };
@@ -127,10 +150,12 @@ export type WorkerEvent =
   | { event: 'eval'; data: EvalPoint }
   | { event: 'sample'; data: SamplePoint }
   | { event: 'autosave'; data: { step: number; bytes: number } }
-  | { event: 'token'; data: { text: string } }
+  // Sampled tokens: their ids and the text they complete (empty while a character is split
+  // across tokens; the ids then come with the next text). The last may have no ids: the end.
+  | { event: 'token'; data: { ids: number[]; text: string } }
   | { event: 'ftstep'; data: RunStep }
   | { event: 'log'; data: { message: string } }
-  | { event: 'progress'; data: { message: string } }; // a slow start (GPU kernels compiling)
+  | { event: 'progress'; data: { message: string } }; // a slow start (a tokenizer training, GPU kernels compiling)
 
 export type Reply =
   | { id: number; ok: true; result: unknown }

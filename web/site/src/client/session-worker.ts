@@ -9,7 +9,14 @@
 //
 // A classic worker (astro.config.mjs sets Vite's worker format to iife), because the engine's
 // loader uses importScripts.
-import { Engine, EngineError, LoadedModule, loadModule, type StepEvents } from '@posttrainllm/engine';
+import {
+  Engine,
+  EngineError,
+  LoadedModule,
+  loadModule,
+  type StepEvents,
+  type TrainedTokenizer,
+} from '@posttrainllm/engine';
 import {
   copyToEngine,
   engineTensors,
@@ -30,6 +37,8 @@ import type {
   RunSettings,
   RunState,
   RunStep,
+  TokenizerChoice,
+  TokenizerSummary,
   WorkerEvent,
 } from './protocol.js';
 import { kernelSource } from './kernels.js';
@@ -45,6 +54,9 @@ let backend: Backend = 'wasm';
 let corpus: { bytes: Uint8Array; info: RunState['corpus'] } | null = null;
 let corpusSaved = false;
 let state: RunState | null = null;
+// The BPE tokenizer for the next new run: trained on `corpus`, kept until the corpus or the
+// vocabulary size asked for changes (training one on a megabyte takes seconds).
+let bpe: { asked: number; trained: TrainedTokenizer; seconds: number; corpus: string } | null = null;
 // The GPU side: a backend holding the weights (and moments), the train program once training
 // starts there, and the inference programs (generate, inspect) on the same weights.
 interface GpuState {
@@ -349,6 +361,46 @@ async function save(): Promise<number> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The tokenizer of a new run
+
+/**
+ * The choice's tokenizer: bytes, or a BPE tokenizer trained on the current corpus's training part
+ * (the bytes before the engine's validation split: the held-out text stays unseen, so its bits
+ * per byte are honest), once per corpus and size, by the engine's `ptl tokenizer train` (the same
+ * file native ptl makes of those bytes).
+ */
+async function prepareTokenizer(
+  choice: TokenizerChoice,
+  progress: (message: string) => void,
+): Promise<TokenizerSummary> {
+  if (choice.kind === 'bytes') return { type: 'byte', vocabSize: 256, merges: 0, seconds: 0, corpus: '' };
+  if (!corpus)
+    throw new EngineError(
+      'no corpus to train a tokenizer on: choose TinyShakespeare, upload a .txt or load a dataset',
+      'worker',
+    );
+  const n = choice.vocabSize;
+  if (!(Number.isInteger(n) && n >= 257 && n <= 65536))
+    throw new EngineError(`the BPE vocabulary must be a whole number from 257 to 65,536 (got ${n})`, 'worker');
+  if (!bpe || bpe.asked !== n) {
+    // The engine's split (engine/data.cpp): the last floor(10%) bytes validate.
+    const train = corpus.bytes.subarray(0, corpus.bytes.length - Math.floor(corpus.bytes.length * 0.1));
+    const mb = (train.length / 1e6).toFixed(2);
+    progress(`Training a BPE tokenizer of ${n.toLocaleString()} tokens on ${corpus.info.name} (${mb} MB to train on)…`);
+    const t0 = performance.now();
+    const trained = needModule().trainTokenizer(train, n);
+    bpe = { asked: n, trained, seconds: (performance.now() - t0) / 1000, corpus: corpus.info.name };
+  }
+  return {
+    type: 'bpe',
+    vocabSize: bpe.trained.vocab_size,
+    merges: bpe.trained.merges,
+    seconds: bpe.seconds,
+    corpus: bpe.corpus,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
 // The rest of the methods
 
 // One handler per method of the protocol (protocol.ts: Methods), typed by it: each takes the call's
@@ -366,8 +418,13 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     module = await loadModule({ variant: p.variant, buildDir: new URL('wasm/', base).href, poolSize: p.threads });
     return module.build;
   },
-  create: async (p) => {
+  create: async (p, { id }) => {
     const s = p.settings;
+    let tokenizer: string | null = null;
+    if (p.tokenizer.kind === 'bpe') {
+      await prepareTokenizer(p.tokenizer, (message) => post({ id, event: 'progress', data: { message } }));
+      tokenizer = bpe!.trained.json;
+    }
     // The settings the page does not show are those of `ptl train` with no options too.
     const next = await Engine.create(
       {
@@ -383,6 +440,8 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
           min_lr_frac: defaults.min_lr_frac,
           weight_decay: defaults.weight_decay,
         },
+        // The model reads the tokenizer's tokens; its vocabulary is the tokenizer's.
+        ...(tokenizer ? { tokenizer } : {}),
       },
       needModule(),
     );
@@ -428,10 +487,13 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     };
     return { ...(await summary()), state };
   },
+  prepareTokenizer: async (p, { id }) =>
+    prepareTokenizer(p.choice, (message) => post({ id, event: 'progress', data: { message } })),
   setCorpus: async (p) => {
     if (engine) await engine.setCorpus(p.bytes);
     corpus = { bytes: p.bytes, info: p.info };
     corpusSaved = false;
+    bpe = null; // trained on the previous text
     if (state) state.corpus = p.info;
     const info = engine ? await engine.info() : null;
     // Without a model yet, the engine's split (engine/data.cpp): the last floor(10%) bytes validate.
@@ -464,11 +526,12 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
   generate: async (p, { id, signal }) => {
     if (backend === 'webgpu') return generateOnGpu(id, p, signal);
     await syncFromGpu();
-    const decoder = new TextDecoder('utf-8');
+    const e = needEngine();
+    const out = tokenEvents(e, id);
     const t0 = performance.now();
     let first = 0;
     let n = 0;
-    const r = await needEngine()
+    const r = await e
       .generate(p.prompt, {
         maxTokens: p.maxTokens,
         temperature: p.temperature,
@@ -479,18 +542,16 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
         signal,
         onToken: (tok) => {
           if (n++ === 0) first = performance.now() - t0;
-          const text = decoder.decode(Uint8Array.of(tok), { stream: true });
-          if (text) post({ id, event: 'token', data: { text } });
+          out.push(tok);
         },
       })
       .catch((err: unknown) => {
         if (signal.aborted) return null;
         throw err;
       });
-    const tail = decoder.decode();
-    if (tail) post({ id, event: 'token', data: { text: tail } });
+    out.finish();
     return {
-      text: r?.text ?? '',
+      text: r?.text ?? out.text(),
       tokens: n,
       seconds: (performance.now() - t0) / 1000,
       firstTokenSeconds: first / 1000,
@@ -517,6 +578,7 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     if (c) {
       corpus = { bytes: c, info: st.corpus };
       corpusSaved = true;
+      bpe = null;
       await next.setCorpus(c);
     }
     state = st;
@@ -730,11 +792,48 @@ async function ftTrainOnGpu(
 // Sampling and inspection on the GPU, with the engine's generate / window / inspect programs
 // over the weights the GPU already holds (the same kernels as training, plus the KV cache ones).
 
-/** The prompt's last ctx bytes, as the engine crops it (an empty prompt is a newline). */
+/** The prompt's last ctx tokens, as the engine crops it (an empty prompt is a newline). */
 async function promptTokens(prompt: string): Promise<number[]> {
-  const ctx = (await needEngine().info()).model.ctx;
-  const bytes = [...new TextEncoder().encode(prompt)];
-  return bytes.length === 0 ? [10] : bytes.slice(-ctx);
+  const e = needEngine();
+  const ctx = (await e.info()).model.ctx;
+  return [...e.encode(prompt === '' ? '\n' : prompt)].slice(-ctx);
+}
+
+/**
+ * Posts sampled tokens as 'token' events: each token's bytes (asked of the engine once per id)
+ * through a streaming UTF-8 decoder, so a character split across tokens arrives whole, with the
+ * ids of every token it took.
+ */
+function tokenEvents(e: Engine, id: number) {
+  const utf8 = new TextDecoder('utf-8');
+  const bytesOf = new Map<number, Uint8Array>();
+  let ids: number[] = [];
+  let all = '';
+  const send = (text: string) => {
+    all += text;
+    post({ id, event: 'token', data: { ids, text } });
+    ids = [];
+  };
+  return {
+    push(tok: number): void {
+      let b = bytesOf.get(tok);
+      if (!b) bytesOf.set(tok, (b = e.decode([tok])));
+      ids.push(tok);
+      const text = utf8.decode(b, { stream: true });
+      if (text) send(text);
+    },
+    /** The bytes held back at the end (an incomplete character), if any. */
+    finish(): void {
+      const tail = utf8.decode();
+      if (tail || ids.length) send(tail);
+    },
+    text: () => all,
+  };
+}
+
+/** Each token's bytes, for the page's labels. */
+function piecesOf(e: Engine, tokens: ArrayLike<number>): number[][] {
+  return Array.from(tokens, (t) => [...e.decode([t])]);
 }
 
 async function generateOnGpu(
@@ -750,24 +849,22 @@ async function generateOnGpu(
       JSON.stringify(await e.exportProgram('generate')),
       JSON.stringify(await e.exportProgram('window')),
     );
-  const decoder = new TextDecoder('utf-8');
+  const events = tokenEvents(e, id);
   const t0 = performance.now();
   let first = 0;
   let n = 0;
-  const out = await g.generator.generate(
-    new TextEncoder().encode(p.prompt),
+  await g.generator.generate(
+    await promptTokens(p.prompt),
     { maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, topP: p.topP, seed: p.seed },
     (tok) => {
       if (n++ === 0) first = performance.now() - t0;
-      const text = decoder.decode(Uint8Array.of(tok), { stream: true });
-      if (text) post({ id, event: 'token', data: { text } });
+      events.push(tok);
       return !signal.aborted;
     },
   );
-  const tail = decoder.decode();
-  if (tail) post({ id, event: 'token', data: { text: tail } });
+  events.finish();
   return {
-    text: new TextDecoder().decode(Uint8Array.from(out)),
+    text: events.text(),
     tokens: n,
     seconds: (performance.now() - t0) / 1000,
     firstTokenSeconds: first / 1000,
@@ -781,16 +878,30 @@ async function inspectOnGpu(prompt: string): Promise<InspectResult> {
   const tokens = await promptTokens(prompt);
   const ins = await g.inspector.inspect(tokens);
   const T = tokens.length;
-  const top = WebGPUInspector.topK(ins, T - 1, 10).map((t) => ({ byte: t.token, prob: t.prob }));
+  const e = needEngine();
+  const top = WebGPUInspector.topK(ins, T - 1, 10).map((t) => ({
+    token: t.token,
+    prob: t.prob,
+    piece: [...e.decode([t.token])],
+  }));
   const attention = ins.probs.map((layer) =>
     Array.from({ length: ins.heads }, (_, h) => layer.subarray(h * T * T, (h + 1) * T * T)),
   );
-  return { tokens, top, layers: ins.probs.length, heads: ins.heads, T, attention };
+  return { tokens, pieces: piecesOf(e, tokens), top, layers: ins.probs.length, heads: ins.heads, T, attention };
 }
 
 async function inspect(prompt: string): Promise<InspectResult> {
-  const r = await needEngine().inspect(prompt, { topK: 10 });
-  return { tokens: [...r.tokens], top: r.top, layers: r.layers, heads: r.heads, T: r.T, attention: r.maps };
+  const e = needEngine();
+  const r = await e.inspect(prompt, { topK: 10 });
+  return {
+    tokens: [...r.tokens],
+    pieces: piecesOf(e, r.tokens),
+    top: r.top.map((t) => ({ token: t.token, prob: t.prob, piece: [...e.decode([t.token])] })),
+    layers: r.layers,
+    heads: r.heads,
+    T: r.T,
+    attention: r.maps,
+  };
 }
 
 /**
