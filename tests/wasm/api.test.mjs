@@ -1,6 +1,7 @@
 // The TypeScript layer: build selection, the memory estimate, the worker protocol, and the
 // smaller C API paths (info, update of the schedule, validation, multiple trainers).
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -195,5 +196,42 @@ test(`${VARIANT}: the engine in a worker (serveEngine / EngineClient protocol)`,
     await client.call('dispose', {});
   } finally {
     await w.terminate();
+  }
+});
+
+// A host with more cores than the threads it asks for (train.mjs --threads 8 on a 16-core machine):
+// the engine's default thread count is the hardware concurrency, and a kernel pool wider than the
+// module's workers aborts. A child process sees 16 cores (os.cpus, which the glue reads) and loads
+// the module with a pool of 2, then trains a step.
+test(`${VARIANT}: a pool smaller than the machine's cores`, { skip: VARIANT !== 'simd-threads' }, () => {
+  const fake = `const os = require('os'); const c = os.cpus();
+    os.cpus = () => Array.from({ length: 16 }, () => c[0]); os.availableParallelism = () => 16;`;
+  const script = `
+    const { loadModule, Engine } = await import(${JSON.stringify(path.join(ROOT, 'web', 'engine', 'dist', 'index.js'))});
+    const m = await loadModule({ buildDir: ${JSON.stringify(BUILD_DIR)}, variant: 'simd-threads', poolSize: 2 });
+    const e = await Engine.create({ preset: 'tiny', train: { steps: 2, seed: 3 } }, m);
+    await e.setCorpus(new TextEncoder().encode('hello world, hello pool. '.repeat(400)));
+    const r = await e.train(2);
+    console.log(JSON.stringify({ threads: m.build.num_threads, loss: r[1].loss }));
+    e.dispose(); m.terminate();`;
+  const dir = fs.mkdtempSync(path.join(BUILD_DIR, 'pool-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'cores.cjs'), fake);
+    fs.writeFileSync(path.join(dir, 'run.mjs'), script);
+    let out;
+    try {
+      out = execFileSync(process.execPath, ['-r', path.join(dir, 'cores.cjs'), path.join(dir, 'run.mjs')], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    } catch (e) {
+      // The glue prints its own source with an abort: the last lines say what happened.
+      assert.fail(`the child failed: ${String(e.stderr).split('\n').slice(-3).join(' | ').slice(0, 400)}`);
+    }
+    const r = JSON.parse(out.trim().split('\n').pop());
+    assert.equal(r.threads, 2);
+    assert.ok(Number.isFinite(r.loss) && r.loss > 0, `loss ${r.loss}`);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });

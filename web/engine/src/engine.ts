@@ -480,10 +480,8 @@ export async function loadModule(options: LoadOptions = {}): Promise<LoadedModul
       'load',
     );
   }
-  const loaded = new LoadedModule(mod, poolSize);
-  // The engine's default is the hardware concurrency; never more threads than the pool can serve.
-  if (loaded.build.threads) loaded.setNumThreads(poolSize);
-  return loaded;
+  // Never more threads than the pool can serve: the LoadedModule sets poolSize before anything runs.
+  return new LoadedModule(mod, poolSize);
 }
 
 /** One loaded engine module, with the marshalling between JavaScript and the C API. */
@@ -497,6 +495,10 @@ export class LoadedModule {
     readonly mod: PtlModule,
     readonly poolSize: number,
   ) {
+    // The kernels' thread count first: reading the build info starts the engine's thread pool,
+    // at the hardware concurrency by default, and a pool wider than the module's workers aborts
+    // (a host that asks for fewer threads than it has cores). A build without threads keeps 1.
+    mod._ptl_set_num_threads(poolSize);
     // Memory64 is known from the build info; read it with a plain call first.
     const raw = mod._ptl_build_info();
     this.wide = typeof raw === 'bigint';
