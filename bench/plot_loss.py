@@ -7,6 +7,9 @@
     /usr/bin/python3 bench/plot_loss.py time FILE.jsonl [FILE.jsonl ...] --out docs/img/X.svg
         bench/time_to_loss results: validation loss against training seconds, one line per
         backend (the "curve" lines), with the targets the runs reached marked.
+    /usr/bin/python3 bench/plot_loss.py bpb FILE.jsonl --out docs/img/X.svg
+        bench/tokenizer_learning results: validation bits per byte against training seconds, one
+        line per tokenizer, each run's final whole-split figure marked.
 
 Needs matplotlib (Debian: apt-get install python3-matplotlib).
 """
@@ -94,9 +97,32 @@ def plot_time(a):
     fig.savefig(a.out)
 
 
+def plot_bpb(a):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for path in a.inputs:
+        rows = read_jsonl(path)
+        finals = {(r["tokenizer"], r["vocab_size"]): r for r in rows if r.get("kind") == "result"}
+        for r in rows:
+            if r.get("kind") != "curve" or not r["points"]:
+                continue
+            pts = [p for p in r["points"] if p[3] is not None]
+            label = "bytes" if r["tokenizer"] == "bytes" else f"BPE {r['vocab_size']}"
+            (line,) = ax.plot([p[0] for p in pts], [p[3] for p in pts], "o-", markersize=3, label=label)
+            f = finals.get((r["tokenizer"], r["vocab_size"]))
+            if f and f.get("final_val_bits_per_byte") is not None:
+                ax.plot([f["train_s"]], [f["final_val_bits_per_byte"]], "*", markersize=10, color=line.get_color())
+    ax.set_xlabel("training seconds (validation left out)")
+    ax.set_ylabel("validation bits per byte")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(a.title or "Bits per byte against training time (star: whole validation split)")
+    fig.tight_layout()
+    fig.savefig(a.out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["run", "time"])
+    ap.add_argument("what", choices=["run", "time", "bpb"])
     ap.add_argument("inputs", nargs="+")
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default=None)
@@ -105,7 +131,7 @@ def main():
         sys.exit("bench/plot_loss.py: needs matplotlib (apt-get install python3-matplotlib; run with /usr/bin/python3)")
     if a.what == "run" and len(a.inputs) != 1:
         ap.error("run takes one metrics.jsonl")
-    (plot_run if a.what == "run" else plot_time)(a)
+    {"run": plot_run, "time": plot_time, "bpb": plot_bpb}[a.what](a)
     print(f"bench/plot_loss.py: wrote {a.out}", file=sys.stderr)
 
 
