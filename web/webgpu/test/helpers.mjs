@@ -1,7 +1,7 @@
 // Shared by the Node tests: the WebGPU backend (Dawn via the npm package `webgpu`), the native
 // reference tools (ptl, ptl_program_run) and small utilities.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -28,6 +28,25 @@ export const tool = (name) => (name === 'ptl' ? join(buildDir(), 'ptl') : join(b
 
 export function run(cmd, args, opts = {}) {
   return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 1 << 26, ...opts });
+}
+
+// A train program run on the CPU engine by ptl_program_run (tests/parity/program_run.cpp): from the
+// weights `init` over the steps of `batches`, writing `out` (losses, gradient norms) and what `more`
+// asks for (--save, --dump-step, --dump); returns `out` parsed.
+export function cpuTrain({ init, program, batches, out, more = [] }) {
+  run(tool('ptl_program_run'), [
+    'train',
+    '--init',
+    init,
+    '--program',
+    program,
+    '--batches',
+    batches,
+    '--out',
+    out,
+    ...more,
+  ]);
+  return JSON.parse(readFileSync(out, 'utf8'));
 }
 
 export function findCorpus() {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 
 import { decodeSafeTensors, encodeSafeTensors } from '../dist/index.js';
-import { OUT, backend, closeBackend, compare, rng, run, tool } from './helpers.mjs';
+import { OUT, backend, closeBackend, compare, cpuTrain, rng, run, tool } from './helpers.mjs';
 
 const dir = join(OUT, 'lora');
 rmSync(dir, { recursive: true, force: true });
@@ -66,24 +66,20 @@ test(`LoRA qkv (rank ${RANK}): ${STEPS} train steps on WebGPU give the CPU engin
   writeFileSync(join(dir, 'batches.json'), JSON.stringify({ first_step: 1, steps }));
 
   // CPU: every tensor after step 1 (the gradients), the adapters and moments after the last.
-  run(tool('ptl_program_run'), [
-    'train',
-    '--init',
+  const cpu = cpuTrain({
     init,
-    '--program',
-    programPath,
-    '--batches',
-    join(dir, 'batches.json'),
-    '--out',
-    join(dir, 'cpu.json'),
-    '--save',
-    join(dir, 'cpu_final.safetensors'),
-    '--dump-step',
-    '1',
-    '--dump',
-    join(dir, 'cpu_step1.safetensors'),
-  ]);
-  const cpu = JSON.parse(readFileSync(join(dir, 'cpu.json'), 'utf8'));
+    program: programPath,
+    batches: join(dir, 'batches.json'),
+    out: join(dir, 'cpu.json'),
+    more: [
+      '--save',
+      join(dir, 'cpu_final.safetensors'),
+      '--dump-step',
+      '1',
+      '--dump',
+      join(dir, 'cpu_step1.safetensors'),
+    ],
+  });
   const byName = (f) =>
     new Map(decodeSafeTensors(new Uint8Array(readFileSync(f))).tensors.map((x) => [x.name, x.data]));
   const step1 = byName(join(dir, 'cpu_step1.safetensors'));

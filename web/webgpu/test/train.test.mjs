@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 
 import { WebGPUTrainer, decodeSafeTensors, dropoutKey } from '../dist/index.js';
-import { OUT, backend, closeBackend, compare, findCorpus, rng, run, tool } from './helpers.mjs';
+import { OUT, backend, closeBackend, compare, cpuTrain, findCorpus, rng, run, tool } from './helpers.mjs';
 
 const STEPS = Number(process.env.PTL_WEBGPU_STEPS ?? 50);
 const BATCH = 4;
@@ -66,20 +66,13 @@ test(`Tiny: ${STEPS} steps on WebGPU match the CPU engine within 0.5% per step; 
 
   // CPU reference.
   const t0 = performance.now();
-  run(tool('ptl_program_run'), [
-    'train',
-    '--init',
+  const cpu = cpuTrain({
     init,
-    '--program',
-    programPath,
-    '--batches',
-    join(dir, 'batches.json'),
-    '--out',
-    join(dir, 'cpu.json'),
-    '--save',
-    join(dir, 'cpu_final.safetensors'),
-  ]);
-  const cpu = JSON.parse(readFileSync(join(dir, 'cpu.json'), 'utf8'));
+    program: programPath,
+    batches: join(dir, 'batches.json'),
+    out: join(dir, 'cpu.json'),
+    more: ['--save', join(dir, 'cpu_final.safetensors')],
+  });
   summary.cpu_seconds = (performance.now() - t0) / 1000;
 
   // WebGPU.
@@ -197,18 +190,12 @@ test(`Tiny with dropout 0.1: ${STEPS} steps on WebGPU match the CPU engine withi
   const steps = batches(T, 4321);
   const key = dropoutKey(seed);
   writeFileSync(join(dir, 'drop_batches.json'), JSON.stringify({ first_step: 1, dropout_key: key, steps }));
-  run(tool('ptl_program_run'), [
-    'train',
-    '--init',
+  const cpu = cpuTrain({
     init,
-    '--program',
-    programPath,
-    '--batches',
-    join(dir, 'drop_batches.json'),
-    '--out',
-    join(dir, 'drop_cpu.json'),
-  ]);
-  const cpu = JSON.parse(readFileSync(join(dir, 'drop_cpu.json'), 'utf8'));
+    program: programPath,
+    batches: join(dir, 'drop_batches.json'),
+    out: join(dir, 'drop_cpu.json'),
+  });
 
   const { backend: be } = await backend();
   be.clearStore(); // no AdamW moments of the run before
@@ -228,18 +215,7 @@ test(`Tiny with dropout 0.1: ${STEPS} steps on WebGPU match the CPU engine withi
   // The masks matter: with another key the CPU's first losses move far more than the drift.
   const other = join(dir, 'drop_other_key.json');
   writeFileSync(other, JSON.stringify({ first_step: 1, dropout_key: key ^ 1, steps: steps.slice(0, 3) }));
-  run(tool('ptl_program_run'), [
-    'train',
-    '--init',
-    init,
-    '--program',
-    programPath,
-    '--batches',
-    other,
-    '--out',
-    join(dir, 'drop_other.json'),
-  ]);
-  const wrong = JSON.parse(readFileSync(join(dir, 'drop_other.json'), 'utf8')).losses;
+  const wrong = cpuTrain({ init, program: programPath, batches: other, out: join(dir, 'drop_other.json') }).losses;
   const wrongGap = Math.max(...wrong.map((l, s) => Math.abs(l - trainer.losses.get(s + 1).loss) / Math.abs(l)));
   t.diagnostic(`another key: the first 3 losses differ by up to ${(wrongGap * 100).toFixed(4)}%`);
   assert.ok(wrongGap > 10 * maxDrift, `another key's losses (gap ${wrongGap}) are as close as the drift (${maxDrift})`);
