@@ -75,7 +75,7 @@ struct Builder {
 
   // y + (alpha / r) h B^T.
   int lora_add(int y, int h, const std::string& b_name, const std::string& prefix) {
-    const auto& shape = p.tensor(y).shape;
+    const std::vector<int64_t> shape = p.tensor(y).shape;  // a copy: act() may move the tensors
     int z = act(prefix + ".lora_z", shape);
     p.add_op(OpKind::linear, {h, param(b_name), kNoTensor}, {z});
     int sum = act(prefix + ".lora_out", shape);
@@ -113,7 +113,8 @@ struct Builder {
       k = lora_add(k, h, f + ".k.lora_B", f + ".k");
       v = lora_add(v, h, f + ".v.lora_B", f + ".v");
     }
-    const auto& shape = p.tensor(q).shape;  // [B, T, C]
+    // [B, T, C], copied: adding a tensor may move the program's tensors (a reference would dangle).
+    const std::vector<int64_t> shape = p.tensor(q).shape;
     int y = act(pre + "y", shape);
     if (decode) {
       // Generation: append this token's k, v to the cache, attend over everything so far.

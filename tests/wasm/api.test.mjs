@@ -235,3 +235,34 @@ test(`${VARIANT}: a pool smaller than the machine's cores`, { skip: VARIANT !== 
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// The model's program is built once by the engine: the one the WebAssembly engine exports must be
+// native `ptl program`'s, tensor for tensor. (An 8-layer model once gave blocks.6.attn.lse the
+// shape [0, 6, 0] here: a reference into the program's tensors kept across an insertion.)
+test(`${VARIANT}: an 8-layer train program with dropout equals native ptl program's`, async () => {
+  const e = await Engine.create(
+    { preset: 'tiny', model: { n_layers: 8, n_heads: 6, ctx: 16 }, train: { batch: 2, dropout: 0.25 } },
+    module,
+  );
+  const dir = fs.mkdtempSync(path.join(BUILD_DIR, 'program-'));
+  try {
+    const got = await e.exportProgram('train');
+    const file = path.join(dir, 'train.json');
+    ptl(
+      ['program', '--preset', 'tiny', '--layers', '8', '--heads', '6', '--ctx', '16', '--batch', '2'].concat([
+        '--dropout',
+        '0.25',
+        '--program',
+        'train',
+        '--out',
+        file,
+      ]),
+    );
+    const want = JSON.parse(fs.readFileSync(file, 'utf8'));
+    assert.deepEqual(got.tensors, want.tensors);
+    assert.deepEqual(got.ops, want.ops);
+  } finally {
+    e.dispose();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
