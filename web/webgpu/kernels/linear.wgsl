@@ -187,6 +187,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   }
 }
 
+// C[i, j] (+)= v (+ bias[j]): the epilogue of the entries that compute one element per thread.
+fn store_one(i: u32, j: u32, sum: f32) {
+  var v = sum;
+  if (HAS_BIAS) { v = v + bias[j]; }
+  let o = i * U.ldc + j;
+  if (ACC) { v = C[o] + v; }
+  C[o] = v;
+}
+
 // Split-K second pass: C[i, j] (+)= sum over z of partial[z][i][j] (+ bias[j]), z in order.
 // Bindings: 3 = bias, 4 = C, 5 = the partial products.
 @group(0) @binding(5) var<storage, read> partial: array<f32>;
@@ -200,10 +209,7 @@ fn reduce_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   let j = idx % U.J;
   var v = 0.0;
   for (var z = 0u; z < U.splits; z++) { v += partial[z * U.I * U.J + idx]; }
-  if (HAS_BIAS) { v = v + bias[j]; }
-  let o = i * U.ldc + j;
-  if (ACC) { v = C[o] + v; }
-  C[o] = v;
+  store_one(i, j, v);
 }
 
 // Few rows (I <= 4: the products of a generation step, one token): one thread per element of C,
@@ -218,8 +224,5 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let j = idx % U.J;
   var v = 0.0;
   for (var p = 0u; p < U.P; p++) { v += loadA(i, p, U.P) * loadB(p, j, U.P); }
-  if (HAS_BIAS) { v = v + bias[j]; }
-  let o = i * U.ldc + j;
-  if (ACC) { v = C[o] + v; }
-  C[o] = v;
+  store_one(i, j, v);
 }

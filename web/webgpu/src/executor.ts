@@ -522,6 +522,19 @@ type MatmulDims = {
   ldc: number;
 };
 
+// linear.wgsl's specialisation constants for a product (every entry point reads the same ones).
+function linearConstants(d: MatmulDims, hasBias: boolean, accumulate: boolean, split: boolean): Record<string, number> {
+  return {
+    TRANS_A: d.transA ? 1 : 0,
+    TRANS_B: d.transB ? 1 : 0,
+    ALIGNED_A: d.lda % 4 === 0 ? 1 : 0,
+    ALIGNED_B: d.ldb % 4 === 0 ? 1 : 0,
+    HAS_BIAS: hasBias ? 1 : 0,
+    ACC: accumulate ? 1 : 0,
+    SPLIT: split ? 1 : 0,
+  };
+}
+
 // What a planner sees: its op (tensor ids by position, -1 = absent), binding makers, and the
 // executor's shapes, range checks and variant choices.
 interface PlanContext {
@@ -1621,15 +1634,7 @@ export class Executor {
           entry: 'rows',
           label: `${label} rows`,
           defines: { TM: 4, TN: 4 },
-          constants: {
-            TRANS_A: d.transA ? 1 : 0,
-            TRANS_B: d.transB ? 1 : 0,
-            ALIGNED_A: d.lda % 4 === 0 ? 1 : 0,
-            ALIGNED_B: d.ldb % 4 === 0 ? 1 : 0,
-            HAS_BIAS: hasBias ? 1 : 0,
-            ACC: accumulate ? 1 : 0,
-            SPLIT: 0,
-          },
+          constants: linearConstants(d, hasBias, accumulate, false),
           params: [u(d.I), u(d.J), u(d.P), u(d.lda), u(d.ldb), u(d.ldc), u(d.P), u(1)],
           bindings: [a, b, bias, c],
           workgroups: this.grid(ceilDiv(d.I * d.J, 256)),
@@ -1685,15 +1690,7 @@ export class Executor {
       pchunk = ceilDiv(ceilDiv(d.P, splits), kstep) * kstep;
       splits = ceilDiv(d.P, pchunk);
     }
-    const constants: Record<string, number> = {
-      TRANS_A: d.transA ? 1 : 0,
-      TRANS_B: d.transB ? 1 : 0,
-      ALIGNED_A: d.lda % 4 === 0 ? 1 : 0,
-      ALIGNED_B: d.ldb % 4 === 0 ? 1 : 0,
-      HAS_BIAS: hasBias ? 1 : 0,
-      ACC: accumulate ? 1 : 0,
-      SPLIT: splits > 1 ? 1 : 0,
-    };
+    const constants: Record<string, number> = linearConstants(d, hasBias, accumulate, splits > 1);
     // TR: copy operands that are contiguous along P transposed into scratch buffers first.
     const pre: DispatchSpec[] = [];
     if (tiled?.TR) {
