@@ -7,6 +7,7 @@ import { HfError, loadHfDataset, tinyShakespeare } from './corpus.js';
 import type {
   Backend,
   InspectResult,
+  Methods,
   ModelSummary,
   RunSettings,
   RunState,
@@ -589,6 +590,19 @@ function mayDiscardModel(): boolean {
   );
 }
 
+/** A failed autosave: a line that stays until a save works again; training goes on. */
+function autosaveFailed(step: number, reason: string, kept: number | null): void {
+  const el = $('autosave-status');
+  el.textContent =
+    `Autosave failed at step ${step}: ${reason}. ` +
+    (kept !== null
+      ? `The previous autosave, step ${kept}, is kept (a reload restores it). `
+      : 'This run has no autosave yet. ') +
+    'Training goes on; the next autosave tries again. To keep this step, press "Download .tinygpt".';
+  el.hidden = false;
+  document.body.dataset['autosaveFailed'] = String(step);
+}
+
 async function runTraining(fresh: boolean): Promise<void> {
   const s = settings();
   const problem = settingsProblem(s);
@@ -615,6 +629,7 @@ async function runTraining(fresh: boolean): Promise<void> {
       hook.evals.length = 0;
       $('samples').replaceChildren();
       for (const id of ['s-val', 's-ppl', 's-bpb', 's-loss', 's-tps', 's-eta']) $(id).textContent = '–';
+      $('autosave-status').hidden = true; // about the run this one replaces
       const tokenizer = tokenizerChoice();
       model = await session.call('create', { preset: preset().name, settings: s, tokenizer }, (ev) => {
         if (ev.event === 'progress') {
@@ -659,6 +674,9 @@ async function runTraining(fresh: boolean): Promise<void> {
         addSample(ev.data.step, ev.data.text);
       } else if (ev.event === 'autosave') {
         document.body.dataset['autosaved'] = String(ev.data.step);
+        $('autosave-status').hidden = true; // a save works again: the warning is out of date
+      } else if (ev.event === 'autosaveFailed') {
+        autosaveFailed(ev.data.step, ev.data.reason, ev.data.kept);
       }
     });
     model = { ...model!, info: { ...model!.info, step: r.step } };
@@ -921,6 +939,19 @@ async function download(): Promise<void> {
   keptStep = model?.info.step ?? null;
 }
 
+/** Whether the bytes read as UTF-8 text (their first KiB). */
+function looksLikeText(bytes: Uint8Array): boolean {
+  const head = bytes.subarray(0, 1024);
+  // A control byte other than tab, newline, vertical tab, form feed or carriage return: binary.
+  if (bytes.length === 0 || head.some((b) => b < 9 || (b > 13 && b < 32))) return false;
+  try {
+    new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true }); // a cut character is fine
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Opens a checkpoint as the current model. A file opened by the visitor becomes the run to
  * continue (Steps follows it); the pretrained model leaves the training settings as they are.
@@ -960,8 +991,12 @@ async function openCheckpoint(bytes: Uint8Array, name: string, { pretrained = fa
     );
     document.body.dataset['opened'] = name;
   } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    // A text dropped or opened here was most likely meant as training text.
+    const text = /not a safetensors file/.test(why) && looksLikeText(bytes);
     status(
-      `Could not open ${name}: ${e instanceof Error ? e.message : String(e)}. The current model is unchanged.`,
+      `Could not open ${name}: ${why}. The current model is unchanged.` +
+        (text ? ' It looks like text: to train on it, choose "Upload a .txt file" under Training text.' : ''),
       'error',
     );
   } finally {
@@ -1006,19 +1041,39 @@ async function loadPretrained({ fromPanel = false } = {}): Promise<void> {
   }
 }
 
-/** Reopens the autosaved run, if any; true when it brought its own corpus back. */
+/**
+ * Reopens the autosaved run, if any; true when it brought its own corpus back. A damaged autosave
+ * is named in the banner, with Discard to delete it, and the page goes on without it.
+ */
 async function tryRestore(): Promise<boolean> {
-  const r = await session.call('restore', {});
+  let r: Methods['restore']['result'];
+  try {
+    r = await session.call('restore', {});
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    $('restore-text').textContent =
+      `Your autosaved run could not be restored: ${why}. It is left as it is until you discard it ` +
+      "(a new run's autosave replaces it); the rest of the page works.";
+    $('restore-resume').hidden = true;
+    $('restore-banner').hidden = false;
+    status(`Could not restore the autosave: ${why}.`, 'error');
+    document.body.dataset['restoreFailed'] = why;
+    return false;
+  }
   if (!r) return false;
   model = r;
   modelLabel = `your autosaved ${r.state.preset === 'custom' ? '' : `${r.state.preset[0]!.toUpperCase()}${r.state.preset.slice(1)} `}run`;
   modelIsPretrained = false;
   replay(r.state);
   const finished = r.info.step >= r.state.settings.steps;
+  const lostText = Boolean(r.state.corpus.name && !r.corpus);
   $('restore-text').textContent =
     `Your last run (${r.state.preset}, ${r.state.corpus.name || 'no corpus'}) was autosaved at step ${r.info.step} of ${r.state.settings.steps}` +
-    (finished ? ': it had finished (raise Steps and press Resume to train it further).' : '.');
-  $('restore-resume').hidden = finished;
+    (finished ? ': it had finished (raise Steps and press Resume to train it further).' : '.') +
+    (lostText
+      ? ` Its training text (${r.state.corpus.name}) is missing from the autosave or damaged: choose it again before resuming.`
+      : '');
+  $('restore-resume').hidden = finished || lostText;
   $('restore-banner').hidden = false;
   if (r.state.corpus.name && r.corpus) {
     corpusReady = true;
@@ -1075,7 +1130,10 @@ export async function startPlayground(): Promise<void> {
   });
   $('restore-discard').addEventListener('click', () => {
     $('restore-banner').hidden = true;
-    void session.call('clearAutosave', {});
+    void session.call('clearAutosave', {}).then(() => {
+      document.body.dataset['autosaveDiscarded'] = 'true';
+      if (document.body.dataset['restoreFailed']) status('Discarded the damaged autosave.', 'ok');
+    });
   });
   $('pause').addEventListener('click', () => void session.abort());
   $('stop').addEventListener('click', () => {
@@ -1093,6 +1151,24 @@ export async function startPlayground(): Promise<void> {
     const f = input.files?.[0];
     if (f) await openCheckpoint(new Uint8Array(await f.arrayBuffer()), f.name);
     input.value = '';
+  });
+  // A file dropped on the page opens as a checkpoint, as "Open a checkpoint…" does (except on the
+  // controls that take files of their own: the training text, the fine-tuning data, an adapter).
+  document.addEventListener('dragover', (ev) => {
+    if (ev.dataTransfer?.types.includes('Files')) ev.preventDefault();
+  });
+  document.addEventListener('drop', (ev) => {
+    const f = ev.dataTransfer?.files[0];
+    if (!f || (ev.target instanceof HTMLInputElement && ev.target.type === 'file')) return;
+    ev.preventDefault();
+    if (running !== null) {
+      status(
+        `Not opened ${f.name}: the model is busy (pause or stop it first). The current model is unchanged.`,
+        'error',
+      );
+      return;
+    }
+    void f.arrayBuffer().then((b) => openCheckpoint(new Uint8Array(b), f.name));
   });
   document.getElementById('load-pretrained')?.addEventListener('click', () => void loadPretrained());
 

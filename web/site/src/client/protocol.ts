@@ -150,6 +150,9 @@ export type WorkerEvent =
   | { event: 'eval'; data: EvalPoint }
   | { event: 'sample'; data: SamplePoint }
   | { event: 'autosave'; data: { step: number; bytes: number } }
+  // A save that failed (a full quota): why, and the step of this run's last good autosave (null:
+  // none yet). Training goes on.
+  | { event: 'autosaveFailed'; data: { step: number; reason: string; kept: number | null } }
   // Sampled tokens: their ids and the text they complete (empty while a character is split
   // across tokens; the ids then come with the next text). The last may have no ids: the end.
   | { event: 'token'; data: { ids: number[]; text: string } }

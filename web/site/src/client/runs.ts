@@ -40,15 +40,31 @@ export function parseMetrics(text: string, name: string): Run {
 
 /** The loss_history rows of a checkpoint's header: [step, train | null, val | null]. */
 export function checkpointHistoryRows(bytes: Uint8Array, name: string): [number, number | null, number | null][] {
-  if (bytes.length < 8) throw new Error(`${name}: too short to be a checkpoint`);
+  const notOne = `${name} is neither a metrics.jsonl nor a checkpoint`;
+  if (bytes.length < 8) throw new Error(`${notOne} (${bytes.length} bytes: too short for a checkpoint's header)`);
   const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
-  if (n <= 0 || 8 + n > bytes.length) throw new Error(`${name}: not a safetensors checkpoint (header length ${n})`);
-  let header: { __metadata__?: Record<string, string> };
+  if (n <= 0 || 8 + n > bytes.length)
+    throw new Error(
+      `${notOne} (its first 8 bytes, read as a safetensors header length, say ${n} bytes of ${bytes.length})`,
+    );
+  let header: Record<string, unknown> & { __metadata__?: Record<string, string> };
   try {
     header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
   } catch {
-    throw new Error(`${name}: the checkpoint header is not JSON`);
+    throw new Error(`${notOne} (its header is not JSON)`);
   }
+  // The tensors end where the file should: a file cut short (an interrupted copy) is refused here
+  // as the engine refuses it, rather than drawn as if whole.
+  let end = 0;
+  for (const [k, t] of Object.entries(header)) {
+    if (k === '__metadata__') continue;
+    const offs = (t as { data_offsets?: unknown }).data_offsets;
+    if (Array.isArray(offs) && typeof offs[1] === 'number') end = Math.max(end, offs[1]);
+  }
+  if (8 + n + end > bytes.length)
+    throw new Error(
+      `${name}: the checkpoint is cut short (${bytes.length.toLocaleString('en')} bytes; its tensors end at byte ${(8 + n + end).toLocaleString('en')})`,
+    );
   const hist = header.__metadata__?.['loss_history'];
   if (!hist) throw new Error(`${name}: the checkpoint has no loss history`);
   return JSON.parse(hist) as [number, number | null, number | null][];
@@ -163,9 +179,11 @@ export function startRuns(): void {
     });
   }
 
-  input.addEventListener('change', async () => {
+  // Each file is read on its own: one that cannot be read is named in the status line, and the
+  // runs already open (and the other files) stay.
+  async function addFiles(files: File[]): Promise<void> {
     const errors: string[] = [];
-    for (const f of input.files ?? []) {
+    for (const f of files) {
       try {
         const bytes = new Uint8Array(await f.arrayBuffer());
         const isJson = /\.jsonl?$/i.test(f.name) || bytes[0] === 0x7b;
@@ -180,14 +198,27 @@ export function startRuns(): void {
         errors.push(e instanceof Error ? e.message : String(e));
       }
     }
-    input.value = '';
+    const open = `${runs.length} run${runs.length === 1 ? '' : 's'} open.`;
     status.className = errors.length ? 'status error' : 'status ok';
-    status.textContent = errors.length
-      ? `Could not open: ${errors.join('; ')}`
-      : `${runs.length} run${runs.length === 1 ? '' : 's'} open.`;
+    status.textContent = errors.length ? `Could not open: ${errors.join('; ')}. ${open}` : open;
     document.body.dataset['runs'] = String(runs.length);
     table();
     draw();
+  }
+  input.addEventListener('change', async () => {
+    const files = [...(input.files ?? [])];
+    input.value = '';
+    await addFiles(files);
+  });
+  // Files dropped anywhere on the page open as "Files" does.
+  document.addEventListener('dragover', (ev) => {
+    if (ev.dataTransfer?.types.includes('Files')) ev.preventDefault();
+  });
+  document.addEventListener('drop', (ev) => {
+    const files = [...(ev.dataTransfer?.files ?? [])];
+    if (files.length === 0) return;
+    ev.preventDefault();
+    void addFiles(files);
   });
   log.addEventListener('change', draw);
   new ResizeObserver(() => plot?.setSize({ width: Math.max(280, host.clientWidth), height: 360 })).observe(host);

@@ -52,7 +52,8 @@ let module: LoadedModule | null = null;
 let engine: Engine | null = null;
 let backend: Backend = 'wasm';
 let corpus: { bytes: Uint8Array; info: RunState['corpus'] } | null = null;
-let corpusSaved = false;
+// The training text's autosaved file, once written for the current text (null: not yet).
+let corpusSaved: autosave.SavedMeta['corpus'] | null = null;
 let state: RunState | null = null;
 // The BPE tokenizer for the next new run: trained on `corpus`, kept until the corpus or the
 // vocabulary size asked for changes (training one on a megabyte takes seconds).
@@ -280,9 +281,15 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
       emit({ event: 'sample', data: point });
     }
     // Autosave 0 turns the saves off (the engine also saves after each validation and at the end).
+    // A failed save (a full quota, a storage error) does not stop the run: the page says so and
+    // the previous autosave stays the one a reload restores; the next save tries again.
     if (ev.save && s.autosaveEvery > 0) {
-      const bytes = await save();
-      emit({ event: 'autosave', data: { step: at, bytes } });
+      try {
+        const bytes = await save();
+        emit({ event: 'autosave', data: { step: at, bytes } });
+      } catch (err) {
+        emit({ event: 'autosaveFailed', data: { step: at, reason: saveFailure(err), kept: savedStep } });
+      }
     }
   };
 
@@ -339,25 +346,33 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
   };
 }
 
-/** Autosave to the origin-private file system: checkpoint with moments, run state, corpus. */
+/**
+ * Autosave to the origin-private file system: checkpoint with moments, run state, corpus. All or
+ * nothing (autosave.ts): a save that fails leaves the previous autosave as it was.
+ */
 async function save(): Promise<number> {
   refuseDiverged('not saved');
   await syncFromGpu();
-  const ckpt = await needEngine().exportCheckpoint({ optimizer: true });
-  if (!corpusSaved && corpus) {
-    await autosave.write('autosave-corpus.bin', corpus.bytes);
-    corpusSaved = true;
-  }
+  const e = needEngine();
+  const ckpt = await e.exportCheckpoint({ optimizer: true });
+  const step = (await e.info()).step;
+  if (!corpusSaved && corpus) corpusSaved = (await autosave.writeCorpus(corpus.bytes)) ?? null;
   state!.savedAt = new Date().toISOString();
-  // The checkpoint first, the state that points at it last: a crash in between leaves the
-  // previous pair's state describing a checkpoint that is at least as new.
-  await autosave.write('autosave.tinygpt', ckpt);
-  await autosave.write(
-    'autosave.json',
-    new TextEncoder().encode(JSON.stringify({ variant: module?.build.variant, state })),
+  await autosave.writeRun(
+    { variant: module?.build.variant, state, ...(corpusSaved && corpus ? { corpus: corpusSaved } : {}) },
+    ckpt,
   );
-  savedStep = (await needEngine().info()).step;
+  savedStep = step;
   return ckpt.byteLength;
+}
+
+/** Why a save failed, in words: a full quota says so (the browser's own message follows). */
+function saveFailure(err: unknown): string {
+  const name = err instanceof Error ? err.name : '';
+  const message = err instanceof Error ? err.message : String(err);
+  if (name === 'QuotaExceededError')
+    return `the browser's storage for this site is full (QuotaExceededError: ${message})`;
+  return name && name !== 'Error' ? `${name}: ${message}` : message;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -492,7 +507,7 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
   setCorpus: async (p) => {
     if (engine) await engine.setCorpus(p.bytes);
     corpus = { bytes: p.bytes, info: p.info };
-    corpusSaved = false;
+    corpusSaved = null;
     bpe = null; // trained on the previous text
     if (state) state.corpus = p.info;
     const info = engine ? await engine.info() : null;
@@ -568,26 +583,41 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     return needEngine().exportCheckpoint({ optimizer: p.optimizer });
   },
   restore: async () => {
-    const saved = await autosave.read('autosave.json');
-    const ckpt = await autosave.read('autosave.tinygpt');
-    if (!saved || !ckpt) return null;
-    const { state: st } = JSON.parse(new TextDecoder().decode(saved)) as { state: RunState };
-    const next = await Engine.fromCheckpoint(ckpt, needModule(), 'autosave.tinygpt');
+    // Everything is read and checked before the worker's state changes: a damaged autosave
+    // leaves the worker as it was (no model), and the page says what is wrong with it.
+    const saved = await autosave.readRun();
+    if (!saved) return null;
+    const st = (saved.meta as { state?: RunState }).state;
+    if (!st || !Array.isArray(st.steps) || !st.settings || !st.corpus)
+      throw new autosave.AutosaveError("the autosave's run state has no settings or metrics");
+    let next: Engine;
+    try {
+      next = await Engine.fromCheckpoint(saved.checkpoint, needModule(), 'autosave.tinygpt');
+    } catch (e) {
+      throw new autosave.AutosaveError(
+        `the autosave's checkpoint does not load (${e instanceof Error ? e.message : String(e)})`,
+      );
+    }
+    const c = saved.corpus;
+    try {
+      if (c) await next.setCorpus(c);
+    } catch (e) {
+      next.dispose();
+      throw e;
+    }
     replaceEngine(next);
-    const c = await autosave.read('autosave-corpus.bin');
     if (c) {
       corpus = { bytes: c, info: st.corpus };
-      corpusSaved = true;
+      corpusSaved = saved.meta.corpus ?? null;
       bpe = null;
-      await next.setCorpus(c);
     }
     state = st;
     // The checkpoint may be newer or older than the last metrics we wrote: keep what it holds.
     const step = (await next.info()).step;
     savedStep = step;
     st.steps = st.steps.filter((m) => m.step <= step);
-    st.evals = st.evals.filter((m) => m.step <= step);
-    st.samples = st.samples.filter((m) => m.step <= step);
+    st.evals = (st.evals ?? []).filter((m) => m.step <= step);
+    st.samples = (st.samples ?? []).filter((m) => m.step <= step);
     backend = st.backend;
     return { ...(await summary()), state: st, corpus: c ?? null };
   },
