@@ -26,8 +26,13 @@ async function setUpRun(page, steps) {
 /** The autosave's files in the origin-private file system: name -> size. */
 const opfsFiles = (page) =>
   page.evaluate(async () => {
-    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('posttrainllm');
     const out = {};
+    let dir;
+    try {
+      dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('posttrainllm');
+    } catch {
+      return out; // none: nothing saved, or discarded
+    }
     for await (const [name, h] of dir.entries()) out[name] = (await h.getFile()).size;
     return out;
   });
@@ -66,7 +71,7 @@ async function dropFile(page, name, bytes) {
 }
 
 test('storage quota full: the autosave fails with a message, training goes on, the previous autosave is kept and restored', async () => {
-  const s = await openSite({ ignore: [/QuotaExceeded|quota/i] });
+  const s = await openSite();
   const { page } = s;
   try {
     await waitReady(page);
@@ -83,10 +88,6 @@ test('storage quota full: the autosave fails with a message, training goes on, t
     const cdp = await page.context().newCDPSession(page);
     const origin = new URL(page.url()).origin;
     await cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: usage + Math.floor(run / 2) });
-    assert.equal(
-      await page.evaluate(async () => (await navigator.storage.estimate()).quota),
-      usage + Math.floor(run / 2),
-    );
 
     await page.fill('#steps', '40');
     await page.click('#resume');
@@ -98,7 +99,7 @@ test('storage quota full: the autosave fails with a message, training goes on, t
     assert.ok(await page.isVisible('#autosave-status'), 'the autosave warning is shown');
     assert.match(
       warning,
-      /^Autosave failed at step 40: the browser's storage for this site is full \(QuotaExceededError: .+\)\. The previous autosave, step 10, is kept \(a reload restores it\)\. Training goes on/,
+      /^Autosave failed at step 40: the browser's storage for this site is full \(QuotaExceededError: [^)]*[^.]\)\. The previous autosave, step 10, is kept \(a reload restores it\)\. Training goes on/,
     );
     assert.equal(await page.evaluate(() => document.body.dataset.autosaved), '10', 'no save after step 10 worked');
     await shoot(page, 'storage-quota-full-1440');
@@ -210,6 +211,7 @@ test('a damaged autosave: the page loads, names the damage and offers to discard
       assert.ok(await page.isHidden('#restore-resume'), `${how}: nothing to resume`);
       assert.ok(await page.isVisible('#restore-discard'), `${how}: Discard is offered`);
       assert.match(await page.textContent('#status'), /^Could not restore the autosave: /);
+      assert.equal(await page.getAttribute('#status', 'class'), 'status warn');
       assert.equal(await page.evaluate(() => document.body.dataset.restored), undefined);
       // The rest of the page is there: the training text loaded, no model, Start enabled.
       await page.waitForFunction(() => document.body.dataset.corpus === 'TinyShakespeare');
@@ -320,7 +322,7 @@ test('a file that is not a checkpoint, dropped or opened: a text, a checkpoint c
       [
         'notes.txt',
         text,
-        /^Could not open: notes\.txt is neither a metrics\.jsonl nor a checkpoint \(its first 8 bytes, read as a safetensors header length, say \d+ bytes of \d+\)\. 1 run open\.$/,
+        /^Could not open: notes\.txt is neither a metrics\.jsonl nor a checkpoint \(read as a safetensors file, its header would be [\d,]+ bytes long, and the file has 61\)\. 1 run open\.$/,
       ],
       [
         'cut.tinygpt',

@@ -1056,7 +1056,8 @@ async function tryRestore(): Promise<boolean> {
       "(a new run's autosave replaces it); the rest of the page works.";
     $('restore-resume').hidden = true;
     $('restore-banner').hidden = false;
-    status(`Could not restore the autosave: ${why}.`, 'error');
+    // A warning, not an error: the page works without it (and a corpus loading next keeps the line).
+    status(`Could not restore the autosave: ${why}.`, 'warn');
     document.body.dataset['restoreFailed'] = why;
     return false;
   }

@@ -45,7 +45,7 @@ export function checkpointHistoryRows(bytes: Uint8Array, name: string): [number,
   const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
   if (n <= 0 || 8 + n > bytes.length)
     throw new Error(
-      `${notOne} (its first 8 bytes, read as a safetensors header length, say ${n} bytes of ${bytes.length})`,
+      `${notOne} (read as a safetensors file, its header would be ${n.toLocaleString('en')} bytes long, and the file has ${bytes.length.toLocaleString('en')})`,
     );
   let header: Record<string, unknown> & { __metadata__?: Record<string, string> };
   try {

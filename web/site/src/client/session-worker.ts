@@ -369,7 +369,7 @@ async function save(): Promise<number> {
 /** Why a save failed, in words: a full quota says so (the browser's own message follows). */
 function saveFailure(err: unknown): string {
   const name = err instanceof Error ? err.name : '';
-  const message = err instanceof Error ? err.message : String(err);
+  const message = (err instanceof Error ? err.message : String(err)).replace(/\.$/, '');
   if (name === 'QuotaExceededError')
     return `the browser's storage for this site is full (QuotaExceededError: ${message})`;
   return name && name !== 'Error' ? `${name}: ${message}` : message;
