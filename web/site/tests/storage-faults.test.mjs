@@ -37,22 +37,24 @@ const opfsFiles = (page) =>
     return out;
   });
 
-/** Replaces the autosaved run's bytes in OPFS by what `how` makes of them. */
+/** Replaces the autosaved run's bytes in OPFS by what `how` makes of them (every file but the text). */
 async function damageAutosave(page, how) {
   await page.evaluate(async (how) => {
     const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('posttrainllm');
-    const file = await dir.getFileHandle('autosave.ptlrun');
-    const bytes = new Uint8Array(await (await file.getFile()).arrayBuffer());
-    let out;
-    if (how === 'garbage') out = new TextEncoder().encode('this is not an autosave at all, just text\n');
-    else if (how === 'truncate') out = bytes.slice(0, bytes.length >> 1);
-    else {
-      out = bytes.slice();
-      out[out.length - 1000] ^= 0x40; // one bit of a tensor near the end of the checkpoint
+    for await (const [name, file] of dir.entries()) {
+      if (!/^autosave\.(ptlrun|json|tinygpt)$/.test(name)) continue; // the run (and an earlier layout's)
+      const bytes = new Uint8Array(await (await file.getFile()).arrayBuffer());
+      let out;
+      if (how === 'garbage') out = new TextEncoder().encode('this is not an autosave at all, just text\n');
+      else if (how === 'truncate') out = bytes.slice(0, bytes.length >> 1);
+      else {
+        out = bytes.slice();
+        if (out.length > 2000) out[out.length - 1000] ^= 0x40; // one bit of a tensor near the checkpoint's end
+      }
+      const w = await file.createWritable();
+      await w.write(out);
+      await w.close();
     }
-    const w = await file.createWritable();
-    await w.write(out);
-    await w.close();
   }, how);
 }
 
@@ -82,7 +84,9 @@ test('storage quota full: the autosave fails with a message, training goes on, t
     // A real quota (Chromium's, through DevTools): what is stored now and half a run file more.
     // Each save writes a whole new run file before the old one goes, so the next one cannot fit.
     const files = await opfsFiles(page);
-    const run = files['autosave.ptlrun'];
+    const run = Object.entries(files)
+      .filter(([name]) => !name.includes('corpus'))
+      .reduce((sum, [, size]) => sum + size, 0);
     assert.ok(run > 100_000, `a run file of step 10 (files: ${JSON.stringify(files)})`);
     const usage = await page.evaluate(async () => (await navigator.storage.estimate()).usage);
     const cdp = await page.context().newCDPSession(page);
@@ -159,6 +163,10 @@ test('a tab closed while an autosave is written: the reopened page restores the 
     }
     const step = Number(await page.evaluate(() => document.body.dataset.step));
     assert.ok(step >= 20 && step < 30, `the run stands at the second autosave (step ${step})`);
+    // The half-written save is in Chromium's swap file beside the run file, which is step 10's.
+    const files = await opfsFiles(page);
+    assert.ok(files['autosave.ptlrun.crswap'] > 0, `a save in flight (files: ${JSON.stringify(files)})`);
+    delete files['autosave.ptlrun.crswap'];
     await page.close();
 
     const { page: again, errors } = await s.browser.newPage();
@@ -166,6 +174,7 @@ test('a tab closed while an autosave is written: the reopened page restores the 
     await again.goto(s.server.url + '/');
     await waitReady(again);
     assert.equal(await again.evaluate(() => document.body.dataset.restored), '10', 'the autosave of step 10');
+    assert.deepEqual(await opfsFiles(again), files, 'the files of step 10, the swap file gone');
     assert.equal((await losses(again)).length, 10);
     assert.match(await again.textContent('#status'), /^Restored the autosaved run at step 10\./);
     // It resumes from there.
