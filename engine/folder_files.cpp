@@ -21,6 +21,11 @@ FolderFiles FolderFiles::on_disk(const std::string& dir) {
     std::error_code ec;
     return fs::is_regular_file(fs::path(dir) / file, ec);
   };
+  f.size = [dir](const std::string& file) -> uint64_t {
+    std::error_code ec;
+    const auto n = fs::file_size(fs::path(dir) / file, ec);
+    return ec ? 0 : uint64_t(n);  // unreadable: read() says why
+  };
   f.read = [dir](const std::string& file) { return read_file_bytes((fs::path(dir) / file).string()); };
   return f;
 }
@@ -40,6 +45,10 @@ FolderFiles FolderFiles::in_memory(std::map<std::string, std::vector<uint8_t>> f
   FolderFiles f;
   f.label = label;
   f.has = [held](const std::string& file) { return held->taken.count(file) > 0; };
+  f.size = [held](const std::string& file) -> uint64_t {
+    const auto it = held->files.find(file);
+    return it == held->files.end() ? 0 : it->second.size();
+  };
   f.read = [held, label](const std::string& file) {
     const std::string path = label.empty() ? file : label + "/" + file;
     const auto it = held->files.find(file);

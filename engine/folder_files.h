@@ -17,6 +17,8 @@ struct FolderFiles {
   // name); messages name a file as label/file, or the file alone when the label is empty.
   std::string label;
   std::function<bool(const std::string& file)> has;  // a regular file of that name
+  // Its size in bytes without reading it (a reader refuses an oversized file before it reads).
+  std::function<uint64_t(const std::string& file)> size;
   // The file's bytes; throws ptl::Error (unreadable). A folder of bytes hands each file over
   // once (its memory goes to the reader): the readers read each file at most once.
   std::function<std::vector<uint8_t>(const std::string& file)> read;

@@ -182,10 +182,12 @@ Tokenizer tokenizer_from_vocab_merges(std::string_view vocab_json, std::string_v
 
 Tokenizer tokenizer_from_folder(const FolderFiles& folder) {
   const auto read = [&](const std::string& file) {
+    const uint64_t size = folder.size(file);
+    check(size <= kMaxFileBytes, folder.path(file) + ": " + std::to_string(size) +
+                                     " bytes is too large for a tokenizer file (the limit is " +
+                                     std::to_string(kMaxFileBytes >> 20) + " MiB)");
     const std::vector<uint8_t> bytes = folder.read(file);
-    check(bytes.size() <= kMaxFileBytes, folder.path(file) + ": " + std::to_string(bytes.size()) +
-                                             " bytes is too large for a tokenizer file (the limit is " +
-                                             std::to_string(kMaxFileBytes >> 20) + " MiB)");
+    check(bytes.size() <= kMaxFileBytes, folder.path(file) + ": too large for a tokenizer file");
     return std::string(bytes.begin(), bytes.end());
   };
   const std::string where = folder.label.empty() ? "the folder" : folder.label;
