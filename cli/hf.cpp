@@ -19,44 +19,16 @@ struct HfArgs {
 };
 
 void run_import_hf(const HfArgs& a) {
-  HfGpt2Folder folder = read_hf_gpt2(a.in);
-  const ModelConfig mc = folder.config;
-  // The folder's tokenizer goes into the checkpoint when it has exactly the model's ids; one with
-  // fewer (a vocabulary padded past the tokenizer's, e.g. 50,304 for 50,257) is checked only:
-  // the checkpoint's tokenizer must name every id the model can produce.
-  std::optional<ModelTokenizer> stored;
-  if (folder.tokenizer && folder.tokenizer->vocab_size() == mc.vocab_size)
-    stored = ModelTokenizer::of(*folder.tokenizer);
-  std::vector<uint8_t> bytes =
-      encode_safetensors(with_checkpoint_metadata(std::move(folder.weights), mc, stored ? &*stored : nullptr));
-  auto trainer = Trainer::from_checkpoint(bytes, a.in);  // the same checks as any checkpoint load
-  bytes.clear();
-  bytes.shrink_to_fit();
-  write_file_atomic(a.out, trainer->save_checkpoint(false));
-  std::string tok = "no tokenizer files";
-  if (folder.tokenizer)
-    tok = "tokenizer " + folder.tokenizer_from + ", " + std::to_string(folder.tokenizer->vocab_size()) + " ids, " +
-          (!stored              ? "checked but not stored (fewer ids than the model's vocabulary)"
-           : stored->is_bytes() ? "byte-level, stored"
-                                : "byte-level BPE, stored");
-  std::printf("wrote %s: GPT-2 with %d layers, d %d, %d heads, ctx %d, vocab %d, gelu %s, %lld parameters (%s; %s)\n",
-              a.out.c_str(), mc.n_layers, mc.d_model, mc.n_heads, mc.ctx, mc.vocab_size, mc.gelu.c_str(),
-              (long long)mc.param_count(), folder.weights_from.c_str(), tok.c_str());
+  HfGpt2Import imported = import_hf_gpt2(read_hf_gpt2(a.in), a.in);
+  write_file_atomic(a.out, imported.checkpoint);
+  std::printf("wrote %s: %s\n", a.out.c_str(), imported.summary.c_str());
 }
 
 void run_export_hf(const HfArgs& a) {
   const std::vector<uint8_t> bytes = read_file_bytes(a.in);
-  const SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), a.in);
-  const CheckpointContents c = inspect_checkpoint(f, a.in);  // every parameter there, with its shape
-  // The tokenizer the checkpoint records (bytes for a byte-level model); none for a model of ids.
-  std::optional<Tokenizer> tok;
-  if (c.tokenizer.reads_text()) tok.emplace(c.tokenizer.text());
-  write_hf_gpt2(a.out, c.model, f, tok ? &*tok : nullptr);
-  std::printf("wrote %s: config.json (activation %s), model.safetensors (F32, %lld parameters)%s\n", a.out.c_str(),
-              c.model.gelu == "tanh" ? "gelu_new" : "gelu", (long long)c.model.param_count(),
-              !tok              ? " (no tokenizer: this checkpoint records none)"
-              : tok->is_bytes() ? ", tokenizer.json (byte-level)"
-                                : ", tokenizer.json (byte-level BPE)");
+  const HfGpt2Export e = hf_gpt2_export(decode_safetensors(bytes.data(), bytes.size(), a.in), a.in);
+  write_hf_gpt2(a.out, e.files);
+  std::printf("wrote %s: %s\n", a.out.c_str(), e.summary.c_str());
 }
 
 }  // namespace

@@ -149,31 +149,20 @@ struct PeftArgs {
   std::string in, out, base, base_model;
 };
 
-// Metadata key of an adapter imported from PEFT: the folder's base_model_name_or_path, which
-// export-peft writes back.
-constexpr const char* kPeftBaseModel = "peft_base_model";
-
 void run_export_peft(const PeftArgs& a) {
   const auto bytes = read_file_bytes(a.in);
-  const SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), a.in);
-  const AdapterContents c = inspect_adapter(f, a.in);  // every tensor there, with its shape
-  PeftConfig pc{c.lora, a.base_model};
-  if (pc.base_model.empty())
-    if (auto it = f.metadata.find(kPeftBaseModel); it != f.metadata.end()) pc.base_model = it->second;
-  SafeTensors peft;
-  try {
-    peft = peft_from_adapter(f, c.base_model, c.lora);
-  } catch (const Error& e) {
-    fail(a.in + ": cannot export to PEFT: " + e.what());
-  }
-  write_peft_folder(a.out, pc, peft);
+  const PeftExport e = peft_export(decode_safetensors(bytes.data(), bytes.size(), a.in), a.in, a.base_model);
+  const PeftConfig& pc = e.config;
+  const SafeTensors& peft = e.tensors;
+  const LoraConfig& lora = pc.lora;
+  write_peft_folder(a.out, e.files);
   std::string modules;
   const nlohmann::json written = nlohmann::json::parse(peft_config_json(pc));
   for (const auto& m : written["target_modules"]) modules += (modules.empty() ? "" : ", ") + m.get<std::string>();
   std::printf(
       "wrote %s: adapter_config.json (LORA, r %d, lora_alpha %g, target_modules %s), adapter_model.safetensors "
       "(F32, %zu tensors)\n",
-      a.out.c_str(), c.lora.rank, c.lora.alpha, modules.c_str(), peft.tensors.size());
+      a.out.c_str(), lora.rank, lora.alpha, modules.c_str(), peft.tensors.size());
 }
 
 void run_import_peft(const PeftArgs& a) {
@@ -193,7 +182,7 @@ void run_import_peft(const PeftArgs& a) {
   const std::vector<uint8_t> saved = trainer->save_adapter();
   SafeTensors f = decode_safetensors(saved.data(), saved.size(), a.out);
   for (const char* key : {"train_config", "train_state", "loss_history"}) f.metadata.erase(key);
-  if (!folder.config.base_model.empty()) f.metadata[kPeftBaseModel] = folder.config.base_model;
+  if (!folder.config.base_model.empty()) f.metadata[kPeftBaseModelKey] = folder.config.base_model;
   write_file_atomic(a.out, encode_safetensors(f));
   std::printf("wrote %s: LoRA rank %d, alpha %g on %s (%zu tensors) for base %s\n", a.out.c_str(), lora.rank,
               lora.alpha, lora_targets_string(lora.targets).c_str(), ours.tensors.size(), a.base.c_str());

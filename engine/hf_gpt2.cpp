@@ -12,6 +12,7 @@
 #include "engine/error.h"
 #include "engine/json_text.h"
 #include "engine/model.h"
+#include "engine/model_tokenizer.h"
 #include "engine/tokenizer_files.h"
 
 namespace ptl {
@@ -306,11 +307,17 @@ HfGpt2Folder read_hf_gpt2(const std::string& dir_arg) {
   check(fs::is_directory(st), dir_arg +
                                   " is not a folder (a Hugging Face GPT-2 model is a folder: config.json, "
                                   "model.safetensors and the tokenizer files)");
-  const auto has = [&](const char* file) { return fs::is_regular_file(dir / file, ec); };
-  const std::string config_path = (dir / "config.json").string();
+  return read_hf_gpt2(FolderFiles::on_disk(dir_arg));
+}
+
+HfGpt2Folder read_hf_gpt2(const FolderFiles& folder) {
+  const auto has = [&](const std::string& file) { return folder.has(file); };
+  const auto path_of = [&](const std::string& file) { return folder.path(file); };
+  const std::string where = folder.label.empty() ? "the folder" : folder.label;
+  const std::string config_path = path_of("config.json");
   check(has("config.json"), config_path + ": no such file (a Hugging Face model folder has config.json)");
   HfGpt2Folder out;
-  out.config = hf_gpt2_config(text_of(read_file_bytes(config_path)), config_path);
+  out.config = hf_gpt2_config(text_of(folder.read("config.json")), config_path);
   const ModelConfig& mc = out.config;
 
   // The weight files: model.safetensors, or the shards an index lists (tensor name -> file).
@@ -319,10 +326,10 @@ HfGpt2Folder read_hf_gpt2(const std::string& dir_arg) {
   std::string source;  // the file that names the whole set of weights, for "missing" messages
   if (has("model.safetensors")) {
     files = {"model.safetensors"};
-    source = (dir / "model.safetensors").string();
+    source = path_of("model.safetensors");
   } else if (has("model.safetensors.index.json")) {
-    source = (dir / "model.safetensors.index.json").string();
-    const json j = parse_json(text_of(read_file_bytes(source)), source);
+    source = path_of("model.safetensors.index.json");
+    const json j = parse_json(text_of(folder.read("model.safetensors.index.json")), source);
     check(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
           source + ": no weight_map object (an index maps each tensor to its shard file)");
     for (const auto& [name, file] : j["weight_map"].items()) {
@@ -337,9 +344,9 @@ HfGpt2Folder read_hf_gpt2(const std::string& dir_arg) {
     }
     check(!index.empty(), source + ": weight_map lists no tensors");
     std::sort(files.begin(), files.end());  // model-00001-of-000NN first
-    for (const auto& f : files) check(has(f.c_str()), source + ": names shard " + f + ", which is not in the folder");
+    for (const auto& f : files) check(has(f), source + ": names shard " + f + ", which is not in the folder");
   } else {
-    fail(dir_arg + ": no model.safetensors or model.safetensors.index.json" +
+    fail(where + ": no model.safetensors or model.safetensors.index.json" +
          (has("pytorch_model.bin")
               ? std::string(" (pytorch_model.bin, a pickle, is not read: convert it to safetensors first)")
               : std::string()));
@@ -353,11 +360,11 @@ HfGpt2Folder read_hf_gpt2(const std::string& dir_arg) {
   std::string lm_head_file;
   std::set<std::string> encodings;
   for (const std::string& file : files) {
-    const std::string path = (dir / file).string();
+    const std::string path = path_of(file);
     std::vector<std::string> buffers;
     SafeTensors shard;
     {
-      const std::vector<uint8_t> bytes = read_file_bytes(path);
+      const std::vector<uint8_t> bytes = folder.read(file);
       shard = decode_safetensors(bytes.data(), bytes.size(), path, [&](const std::string& name) {
         if (!is_mask_buffer(strip_prefix(name))) return false;
         buffers.push_back(name);
@@ -431,9 +438,9 @@ HfGpt2Folder read_hf_gpt2(const std::string& dir_arg) {
 
   // The tokenizer: read (every file checked by the engine's reader) and held against vocab_size.
   if (has("tokenizer.json") || has("vocab.json") || has("merges.txt")) {
-    out.tokenizer = load_tokenizer(dir_arg);
+    out.tokenizer = tokenizer_from_folder(folder);
     out.tokenizer_from = has("tokenizer.json") ? "tokenizer.json" : "vocab.json + merges.txt";
-    const std::string first = (dir / (has("tokenizer.json") ? "tokenizer.json" : "vocab.json")).string();
+    const std::string first = path_of(has("tokenizer.json") ? "tokenizer.json" : "vocab.json");
     check(out.tokenizer->vocab_size() <= mc.vocab_size,
           first + ": the tokenizer has ids up to " + std::to_string(out.tokenizer->vocab_size() - 1) +
               " but config.json's vocab_size is " + std::to_string(mc.vocab_size));
@@ -441,8 +448,36 @@ HfGpt2Folder read_hf_gpt2(const std::string& dir_arg) {
   return out;
 }
 
-void write_hf_gpt2(const std::string& dir, const ModelConfig& mc, const SafeTensors& spec, const Tokenizer* tokenizer) {
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> files;
+HfGpt2Import import_hf_gpt2(HfGpt2Folder folder, const std::string& what) {
+  const ModelConfig mc = folder.config;
+  // The tokenizer recorded must name every id the model can produce.
+  std::optional<ModelTokenizer> stored;
+  if (folder.tokenizer && folder.tokenizer->vocab_size() == mc.vocab_size)
+    stored = ModelTokenizer::of(*folder.tokenizer);
+  std::vector<uint8_t> bytes =
+      encode_safetensors(with_checkpoint_metadata(std::move(folder.weights), mc, stored ? &*stored : nullptr));
+  HfGpt2Import out;
+  out.trainer = Trainer::from_checkpoint(bytes, what);  // the same checks as any checkpoint load
+  bytes.clear();
+  bytes.shrink_to_fit();
+  out.checkpoint = out.trainer->save_checkpoint(false);
+  out.trainer->set_base_sha256(sha256_hex(out.checkpoint));
+  out.tokenizer_stored = stored.has_value();
+  std::string tok = "no tokenizer files";
+  if (folder.tokenizer)
+    tok = "tokenizer " + folder.tokenizer_from + ", " + std::to_string(folder.tokenizer->vocab_size()) + " ids, " +
+          (!stored              ? "checked but not stored (fewer ids than the model's vocabulary)"
+           : stored->is_bytes() ? "byte-level, stored"
+                                : "byte-level BPE, stored");
+  out.summary = "GPT-2 with " + std::to_string(mc.n_layers) + " layers, d " + std::to_string(mc.d_model) + ", " +
+                std::to_string(mc.n_heads) + " heads, ctx " + std::to_string(mc.ctx) + ", vocab " +
+                std::to_string(mc.vocab_size) + ", gelu " + mc.gelu + ", " + std::to_string(mc.param_count()) +
+                " parameters (" + folder.weights_from + "; " + tok + ")";
+  return out;
+}
+
+NamedFiles hf_gpt2_files(const ModelConfig& mc, const SafeTensors& spec, const Tokenizer* tokenizer) {
+  NamedFiles files;
   files.emplace_back("model.safetensors", encode_safetensors(hf_gpt2_from_spec(spec, mc)));
   const std::string config = hf_gpt2_config_json(mc, tokenizer ? tokenizer->special_id(kEndOfText) : -1);
   files.emplace_back("config.json", std::vector<uint8_t>(config.begin(), config.end()));
@@ -450,7 +485,30 @@ void write_hf_gpt2(const std::string& dir, const ModelConfig& mc, const SafeTens
     const std::string t = tokenizer->to_json();
     files.emplace_back("tokenizer.json", std::vector<uint8_t>(t.begin(), t.end()));
   }
+  return files;
+}
+
+HfGpt2Export hf_gpt2_export(const SafeTensors& f, const std::string& what) {
+  const CheckpointContents c = inspect_checkpoint(f, what);  // every parameter there, with its shape
+  // The tokenizer the checkpoint records (bytes for a byte-level model); none for a model of ids.
+  std::optional<Tokenizer> tok;
+  if (c.tokenizer.reads_text()) tok.emplace(c.tokenizer.text());
+  HfGpt2Export out;
+  out.files = hf_gpt2_files(c.model, f, tok ? &*tok : nullptr);
+  out.summary = std::string("config.json (activation ") + (c.model.gelu == "tanh" ? "gelu_new" : "gelu") +
+                "), model.safetensors (F32, " + std::to_string(c.model.param_count()) + " parameters)" +
+                (!tok              ? " (no tokenizer: this checkpoint records none)"
+                 : tok->is_bytes() ? ", tokenizer.json (byte-level)"
+                                   : ", tokenizer.json (byte-level BPE)");
+  return out;
+}
+
+void write_hf_gpt2(const std::string& dir, const NamedFiles& files) {
   write_folder_atomic(dir, files, {std::begin(kWrittenFiles), std::end(kWrittenFiles)}, "export-hf");
+}
+
+void write_hf_gpt2(const std::string& dir, const ModelConfig& mc, const SafeTensors& spec, const Tokenizer* tokenizer) {
+  write_hf_gpt2(dir, hf_gpt2_files(mc, spec, tokenizer));
 }
 
 }  // namespace ptl

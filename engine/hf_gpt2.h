@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/folder_files.h"
 #include "engine/safetensors.h"
 #include "engine/tokenizer.h"
+#include "engine/trainer.h"
 
 namespace ptl {
 
@@ -43,10 +45,37 @@ struct HfGpt2Folder {
   std::string tokenizer_from;  // "tokenizer.json", "vocab.json + merges.txt", or "" (none in the folder)
 };
 
-// Reads and checks a folder: every name, shape and dtype, lm_head.weight only as a copy of
-// wte.weight, the attention-mask buffers (h.{i}.attn.bias, .masked_bias) ignored, and the
-// tokenizer's size against vocab_size. Throws ptl::Error with one line naming the file and the problem.
-HfGpt2Folder read_hf_gpt2(const std::string& dir);
+// Reads and checks a folder's files (on disk, or bytes a browser picked: folder_files.h): every name, shape and dtype,
+// lm_head.weight only as a copy of wte.weight, the attention-mask buffers (h.{i}.attn.bias, .masked_bias) ignored, and
+// the tokenizer's size against vocab_size. Throws ptl::Error with one line naming the file and the problem.
+HfGpt2Folder read_hf_gpt2(const FolderFiles& folder);
+HfGpt2Folder read_hf_gpt2(const std::string& dir);  // a folder on disk (its absence named first)
+
+// A read folder as a model, as `ptl import-hf` and the WebAssembly API make it: the weights and
+// config through a checkpoint's encoding and checks (Trainer::from_checkpoint, `what` naming the
+// folder), the folder's tokenizer recorded when it has exactly the model's ids (one with fewer, a
+// vocabulary padded past the tokenizer's, is checked only). `summary`: one line, "GPT-2 with 2
+// layers, d 64, ... (model.safetensors, F32; tokenizer vocab.json + merges.txt, 50257 ids, ...)".
+// `checkpoint`: the model's checkpoint file (what `ptl import-hf` writes), whose sha256 is the
+// trainer's base_sha256, so that adapters trained on either side load on the other.
+struct HfGpt2Import {
+  std::unique_ptr<Trainer> trainer;
+  std::vector<uint8_t> checkpoint;
+  std::string summary;
+  bool tokenizer_stored = false;
+};
+HfGpt2Import import_hf_gpt2(HfGpt2Folder folder, const std::string& what);
+
+// The files of a Hugging Face folder for a model: config.json, model.safetensors (F32, GPT-2's
+// names) and, given a tokenizer, tokenizer.json.
+NamedFiles hf_gpt2_files(const ModelConfig& config, const SafeTensors& spec, const Tokenizer* tokenizer);
+// The same for a checkpoint (decoded; `what` names it): its model, weights and the tokenizer it
+// records (none for a model of ids). `summary`: what was written, for messages.
+struct HfGpt2Export {
+  NamedFiles files;
+  std::string summary;
+};
+HfGpt2Export hf_gpt2_export(const SafeTensors& checkpoint, const std::string& what);
 
 // Writes config.json, model.safetensors (F32, GPT-2's names) and, given a tokenizer,
 // tokenizer.json into `dir`, as one step: the files go to a new folder beside it that then takes
@@ -54,5 +83,6 @@ HfGpt2Folder read_hf_gpt2(const std::string& dir);
 // (holding only files this writes); anything else in it is refused before anything is written.
 void write_hf_gpt2(const std::string& dir, const ModelConfig& config, const SafeTensors& spec,
                    const Tokenizer* tokenizer);
+void write_hf_gpt2(const std::string& dir, const NamedFiles& files);  // files of hf_gpt2_files / hf_gpt2_export
 
 }  // namespace ptl

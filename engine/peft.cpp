@@ -270,12 +270,37 @@ SafeTensors adapter_from_peft(const SafeTensors& peft, const ModelConfig& mc, co
   return out;
 }
 
-void write_peft_folder(const std::string& dir, const PeftConfig& config, const SafeTensors& peft) {
+namespace {
+NamedFiles peft_files(const PeftConfig& config, const SafeTensors& peft) {
   const std::string text = peft_config_json(config);
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> files;
+  NamedFiles files;
   files.emplace_back(kWeightsFile, encode_safetensors(peft));
   files.emplace_back(kConfigFile, std::vector<uint8_t>(text.begin(), text.end()));
+  return files;
+}
+}  // namespace
+
+PeftExport peft_export(const SafeTensors& f, const std::string& what, const std::string& base_model) {
+  const AdapterContents c = inspect_adapter(f, what);  // every tensor there, with its shape
+  PeftExport out;
+  out.config = PeftConfig{c.lora, base_model};
+  if (out.config.base_model.empty())
+    if (auto it = f.metadata.find(kPeftBaseModelKey); it != f.metadata.end()) out.config.base_model = it->second;
+  try {
+    out.tensors = peft_from_adapter(f, c.base_model, c.lora);
+  } catch (const Error& e) {
+    fail(what + ": cannot export to PEFT: " + e.what());
+  }
+  out.files = peft_files(out.config, out.tensors);
+  return out;
+}
+
+void write_peft_folder(const std::string& dir, const NamedFiles& files) {
   write_folder_atomic(dir, files, {kConfigFile, kWeightsFile}, "export-peft");
+}
+
+void write_peft_folder(const std::string& dir, const PeftConfig& config, const SafeTensors& peft) {
+  write_peft_folder(dir, peft_files(config, peft));
 }
 
 PeftFolder read_peft_folder(const std::string& dir_arg) {

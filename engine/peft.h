@@ -38,9 +38,25 @@ SafeTensors peft_from_adapter(const SafeTensors& adapter, const ModelConfig& mod
 SafeTensors adapter_from_peft(const SafeTensors& peft, const ModelConfig& model, const LoraConfig& lora,
                               const std::string& what);
 
+// Metadata key of an adapter file imported from PEFT: the folder's base_model_name_or_path,
+// which an export writes back.
+inline constexpr const char* kPeftBaseModelKey = "peft_base_model";
+
+// An adapter file (format "tinygpt-lora", decoded; `what` names it in errors) as PEFT's folder:
+// its config (base_model_name_or_path: `base_model`, else the file's kPeftBaseModelKey, else
+// null) and tensors, and the two files' bytes (adapter_config.json, adapter_model.safetensors).
+// `ptl lora export-peft` and the WebAssembly API share it.
+struct PeftExport {
+  PeftConfig config;
+  SafeTensors tensors;
+  NamedFiles files;
+};
+PeftExport peft_export(const SafeTensors& adapter_file, const std::string& what, const std::string& base_model);
+
 // Writes adapter_config.json and adapter_model.safetensors (F32) into `dir` as one step
 // (write_folder_atomic): `dir` may be new, empty or an earlier export.
 void write_peft_folder(const std::string& dir, const PeftConfig& config, const SafeTensors& peft);
+void write_peft_folder(const std::string& dir, const NamedFiles& files);  // peft_export's
 
 struct PeftFolder {
   PeftConfig config;

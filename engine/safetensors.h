@@ -55,12 +55,14 @@ std::vector<uint8_t> read_file_bytes(const std::string& path);  // throws ptl::E
 // leaves a half-written file under the real name. Temporaries of `path` left by writers that were
 // killed (their process is gone) are removed first.
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes);
+// A folder's files as (name, bytes), e.g. a Hugging Face folder to write or hand to a browser.
+using NamedFiles = std::vector<std::pair<std::string, std::vector<uint8_t>>>;
 // Writes `files` (name, bytes) as the folder `dir` in one step: they go to `dir.tmp-<pid>` beside
 // it, which then takes `dir`'s name, so a failure leaves `dir` as it was. `dir` may be new, empty,
 // or an earlier write (holding only files named in `ours`); anything else in it is refused before
 // anything is written, the message naming `writer` ("export-hf").
-void write_folder_atomic(const std::string& dir, const std::vector<std::pair<std::string, std::vector<uint8_t>>>& files,
-                         const std::vector<std::string>& ours, const std::string& writer);
+void write_folder_atomic(const std::string& dir, const NamedFiles& files, const std::vector<std::string>& ours,
+                         const std::string& writer);
 // Removes `path.tmp-<pid>` files whose writer process no longer exists (killed mid-write).
 void remove_stale_temporaries(const std::string& path);
 

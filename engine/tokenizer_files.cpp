@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/folder_files.h"
 #include "engine/json_text.h"
 #include "engine/model_tokenizer.h"
 #include "engine/safetensors.h"
@@ -179,27 +180,34 @@ Tokenizer tokenizer_from_vocab_merges(std::string_view vocab_json, std::string_v
                                  [&](size_t i) { return merges_name + " line " + std::to_string(lines[i]); });
 }
 
+Tokenizer tokenizer_from_folder(const FolderFiles& folder) {
+  const auto read = [&](const std::string& file) {
+    const uint64_t size = folder.size(file);
+    check(size <= kMaxFileBytes, folder.path(file) + ": " + std::to_string(size) +
+                                     " bytes is too large for a tokenizer file (the limit is " +
+                                     std::to_string(kMaxFileBytes >> 20) + " MiB)");
+    const std::vector<uint8_t> bytes = folder.read(file);
+    check(bytes.size() <= kMaxFileBytes, folder.path(file) + ": too large for a tokenizer file");
+    return std::string(bytes.begin(), bytes.end());
+  };
+  const std::string where = folder.label.empty() ? "the folder" : folder.label;
+  if (folder.has("tokenizer.json")) return tokenizer_from_json(read("tokenizer.json"), folder.path("tokenizer.json"));
+  for (const auto& [v, m] : {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
+    if (folder.has(v) || folder.has(m)) {
+      if (!folder.has(v)) fail(where + ": has " + m + " but no " + v);
+      if (!folder.has(m)) fail(where + ": has " + v + " but no " + m);
+      const std::string vocab = read(v), merges = read(m);
+      return tokenizer_from_vocab_merges(vocab, merges, folder.path(v), folder.path(m));
+    }
+  }
+  fail(where + ": no tokenizer.json, vocab.json + merges.txt or encoder.json + vocab.bpe in this folder");
+}
+
 Tokenizer load_tokenizer(const std::string& path) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (status.type() == fs::file_type::not_found) fail("no such tokenizer file or folder: " + path);
-  if (status.type() == fs::file_type::directory) {
-    const fs::path dir(path);
-    const auto has = [&](const char* f) { return fs::is_regular_file(dir / f, ec); };
-    if (has("tokenizer.json")) {
-      const std::string f = (dir / "tokenizer.json").string();
-      return tokenizer_from_json(read_tokenizer_file(f), f);
-    }
-    for (const auto& [v, m] : {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
-      if (has(v) || has(m)) {
-        const std::string vf = (dir / v).string(), mf = (dir / m).string();
-        if (!has(v)) fail(path + ": has " + m + " but no " + v);
-        if (!has(m)) fail(path + ": has " + v + " but no " + m);
-        return tokenizer_from_vocab_merges(read_tokenizer_file(vf), read_tokenizer_file(mf), vf, mf);
-      }
-    }
-    fail(path + ": no tokenizer.json, vocab.json + merges.txt or encoder.json + vocab.bpe in this folder");
-  }
+  if (status.type() == fs::file_type::directory) return tokenizer_from_folder(FolderFiles::on_disk(path));
   // A checkpoint records its model's tokenizer (engine/model_tokenizer.h).
   if (path.ends_with(".tinygpt") || path.ends_with(".safetensors") || path.ends_with(".tinygpt-lora"))
     return checkpoint_tokenizer(path);

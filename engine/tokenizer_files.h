@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/folder_files.h"
 #include "engine/tokenizer.h"
 
 namespace ptl {
@@ -17,6 +18,10 @@ Tokenizer tokenizer_from_json(std::string_view json, const std::string& name);
 // pair per line, by rank). A vocabulary entry `<|endoftext|>` is GPT-2's special token.
 Tokenizer tokenizer_from_vocab_merges(std::string_view vocab_json, std::string_view merges_txt,
                                       const std::string& vocab_name, const std::string& merges_name);
+
+// A folder's tokenizer: tokenizer.json, vocab.json + merges.txt or encoder.json + vocab.bpe
+// (looked for in that order); an error names the folder when it holds none or half a pair.
+Tokenizer tokenizer_from_folder(const FolderFiles& folder);
 
 // A tokenizer.json file, a folder holding tokenizer.json, vocab.json + merges.txt or
 // encoder.json + vocab.bpe (looked for in that order), or a checkpoint (.tinygpt or

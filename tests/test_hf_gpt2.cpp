@@ -506,3 +506,57 @@ TEST(HfGpt2, CliImportExportImportIsBitwise) {
   EXPECT_FALSE(fs::exists(tmp.file("c.tinygpt")));
   expect_error(ptl_cli("export-hf a.tinygpt --out a.tinygpt", tmp), "it exists and is not a folder");
 }
+
+namespace {
+// A folder's files read into memory, by name.
+std::map<std::string, std::vector<uint8_t>> files_of(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    out[e.path().filename().string()] = read_file_bytes(e.path().string());
+  return out;
+}
+}  // namespace
+
+// The WebAssembly API hands a browser's picked files to the same reader: the same model, the
+// same checkpoint and the same messages as the folder on disk.
+TEST(HfGpt2, FilesInMemoryReadAsTheFolderOnDisk) {
+  TempDir tmp;
+  const ModelConfig mc = small_gpt2();
+  BpeTrainOptions opt;
+  opt.vocab_size = 300;
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "the quick brown fox " + std::to_string(i % 37) + " ";
+  const Tokenizer tok = train_bpe(text, opt);
+  ASSERT_EQ(tok.vocab_size(), 300);
+  const std::string dir = (tmp.path / "gpt2").string();
+  write_hf_gpt2(dir, mc, random_weights(mc), &tok);
+
+  HfGpt2Import disk = import_hf_gpt2(read_hf_gpt2(dir), dir);
+  HfGpt2Import memory = import_hf_gpt2(read_hf_gpt2(FolderFiles::in_memory(files_of(dir), dir)), dir);
+  EXPECT_EQ(memory.summary, disk.summary);
+  EXPECT_TRUE(memory.tokenizer_stored);
+  EXPECT_EQ(memory.checkpoint, disk.checkpoint);
+  // The trainer's base is that checkpoint: adapters trained on it load on `ptl import-hf`'s file.
+  EXPECT_EQ(memory.trainer->base_sha256(), sha256_hex(disk.checkpoint));
+  EXPECT_EQ(memory.trainer->save_checkpoint(false), disk.checkpoint);
+
+  // Messages: the label stands for the folder, or the files are named alone without one.
+  auto files = files_of(dir);
+  files.erase("config.json");
+  EXPECT_ERROR(read_hf_gpt2(FolderFiles::in_memory(files, dir)),
+               dir + "/config.json: no such file (a Hugging Face model folder has config.json)");
+  EXPECT_ERROR(read_hf_gpt2(FolderFiles::in_memory(files, "")),
+               "config.json: no such file (a Hugging Face model folder has config.json)");
+  fs::remove(fs::path(dir) / "config.json");
+  EXPECT_ERROR(read_hf_gpt2(dir), dir + "/config.json: no such file (a Hugging Face model folder has config.json)");
+  files = files_of(dir);
+  files["config.json"] = {(uint8_t)(0x5b), (uint8_t)(0x5d)};  // [], not an object
+  EXPECT_ERROR(read_hf_gpt2(FolderFiles::in_memory(files, "picked")), "picked/config.json: not a JSON object");
+  // Names are a folder's file names, and each file is handed over once.
+  EXPECT_ERROR(FolderFiles::in_memory({{"sub/config.json", {}}}, "x"), "'sub/config.json' is not a file name");
+  const FolderFiles once = FolderFiles::in_memory({{"a.txt", {1, 2}}}, "x");
+  EXPECT_TRUE(once.has("a.txt"));
+  EXPECT_EQ(once.read("a.txt"), (std::vector<uint8_t>{1, 2}));
+  EXPECT_ERROR(once.read("a.txt"), "x/a.txt: read twice");
+  EXPECT_ERROR(once.read("b.txt"), "x/b.txt: no such file");
+}

@@ -51,6 +51,8 @@
 #include "engine/bpe_trainer.h"
 #include "engine/dropout.h"
 #include "engine/error.h"
+#include "engine/hf_gpt2.h"
+#include "engine/peft.h"
 #include "engine/program_run.h"
 #include "engine/tokenizer_files.h"
 #include "engine/trainer.h"
@@ -101,6 +103,9 @@ int add_tokenizer(ptl::Tokenizer t) {
   g_tokenizers.emplace(h, std::move(t));
   return h;
 }
+
+// The files of a Hugging Face folder being handed over (ptl_folder_file), for ptl_create_from_hf.
+std::map<std::string, std::vector<uint8_t>> g_folder;
 
 std::string g_text;            // the last string result
 std::vector<uint8_t> g_bytes;  // the last byte result
@@ -324,6 +329,24 @@ std::vector<uint8_t> framed(const json& header, const void* data, size_t data_by
   std::memcpy(out.data() + 8, h.data(), h.size());
   if (data_bytes) std::memcpy(out.data() + 8 + h.size(), data, data_bytes);
   return out;
+}
+
+// Several files as one result (ptl_export_peft, ptl_export_hf): framed as ptl_inspect's, the
+// header {"files": [{"name", "size"}, ...]}, then the files' bytes one after another in that order.
+const uint8_t* files_result(const ptl::NamedFiles& files) {
+  json list = json::array();
+  size_t total = 0;
+  for (const auto& [name, bytes] : files) {
+    list.push_back({{"name", name}, {"size", bytes.size()}});
+    total += bytes.size();
+  }
+  std::vector<uint8_t> data;
+  data.reserve(total);
+  for (const auto& f : files) data.insert(data.end(), f.second.begin(), f.second.end());
+  g_bytes.clear();
+  g_bytes.shrink_to_fit();
+  g_bytes = framed({{"files", list}}, data.data(), data.size());
+  return g_bytes.data();
 }
 
 }  // namespace
@@ -1011,6 +1034,98 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_lora_info(int h) {
         return g_text.c_str();
       },
       (const char*)nullptr);
+}
+
+// ---- Hugging Face GPT-2 folders and PEFT adapters (engine/hf_gpt2.h, engine/peft.h, docs/gpt2.md) ----
+
+// Hands over one file of a Hugging Face GPT-2 folder (config.json, model.safetensors or
+// model.safetensors.index.json and its shards, tokenizer.json or vocab.json + merges.txt; other
+// files are ignored by the reader) by its name in the folder. The files wait for
+// ptl_create_from_hf; giving a name again replaces its bytes. Returns 0, or -1 on error.
+EMSCRIPTEN_KEEPALIVE int ptl_folder_file(const char* name, const uint8_t* bytes, double n) {
+  return guarded(
+      [&] {
+        ptl::check(name != nullptr && *name, "a folder file needs a name");
+        const size_t len = size_arg(n);
+        ptl::check(bytes != nullptr || len == 0, "null data pointer");
+        std::vector<uint8_t>& slot = g_folder[name];
+        slot.assign(bytes, bytes + len);
+        return 0;
+      },
+      -1);
+}
+
+// Drops the files handed over and not yet read. Returns 0.
+EMSCRIPTEN_KEEPALIVE int ptl_folder_clear() {
+  g_folder.clear();
+  return 0;
+}
+
+// A model from the folder files handed over (ptl_folder_file), read and checked by the engine
+// code of `ptl import-hf` (engine/hf_gpt2.h): the same model, and the same checkpoint (its sha256
+// the base that adapters record). `label` names the folder in messages ("gpt2/config.json: ...").
+// The files are consumed, whether the import succeeds or not. Returns {"handle", "summary" (the
+// line `ptl import-hf` prints after "wrote FILE: "), "tokenizer_stored"}, or NULL on error.
+EMSCRIPTEN_KEEPALIVE const char* ptl_create_from_hf(const char* label) {
+  std::map<std::string, std::vector<uint8_t>> files = std::move(g_folder);
+  g_folder.clear();
+  return guarded(
+      [&] {
+        const std::string name = label ? label : "";
+        ptl::HfGpt2Import imported =
+            ptl::import_hf_gpt2(ptl::read_hf_gpt2(ptl::FolderFiles::in_memory(std::move(files), name)),
+                                name.empty() ? "model folder" : name);
+        imported.checkpoint.clear();
+        imported.checkpoint.shrink_to_fit();
+        reserve_heap(*imported.trainer);
+        const int h = g_next_handle++;
+        g_sessions[h].trainer = std::move(imported.trainer);
+        return text_result(
+            json{{"handle", h}, {"summary", imported.summary}, {"tokenizer_stored", imported.tokenizer_stored}}.dump());
+      },
+      (const char*)nullptr);
+}
+
+// The LoRA adapters as a PEFT adapter folder (engine/peft.h, as `ptl lora export-peft` writes it):
+// adapter_config.json and adapter_model.safetensors, framed as files_result (length
+// ptl_result_size()). `base_model` is adapter_config.json's base_model_name_or_path (NULL or "":
+// the one the adapters were imported with, if any, else null).
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_export_peft(int h, const char* base_model) {
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        ptl::check(s.trainer->lora_enabled(), "this model has no LoRA adapters to export");
+        const std::vector<uint8_t> adapter = s.trainer->save_adapter();
+        const ptl::PeftExport e = ptl::peft_export(ptl::decode_safetensors(adapter.data(), adapter.size(), "adapter"),
+                                                   "adapter", base_model ? base_model : "");
+        return files_result(e.files);
+      },
+      (const uint8_t*)nullptr);
+}
+
+// The model as a Hugging Face GPT-2 folder (as `ptl export-hf` writes it): config.json,
+// model.safetensors (F32) and, for a model that reads text, tokenizer.json, framed as
+// files_result. With LoRA adapters, they are merged first (as `ptl lora merge`) into a copy: the
+// model keeps its adapters.
+EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_export_hf(int h) {
+  return guarded(
+      [&] {
+        Session& s = session(h);
+        const ptl::Trainer& t = *s.trainer;
+        std::vector<uint8_t> ckpt = t.save_checkpoint(false);
+        if (t.lora_enabled()) {
+          auto merged = ptl::Trainer::from_checkpoint(ckpt, "model");
+          merged->set_base_sha256(t.base_sha256());  // the adapters' base: this model's
+          merged->load_adapter(t.save_adapter(), "adapter");
+          merged->merge_lora();
+          ckpt = merged->save_checkpoint(false);
+        }
+        const ptl::SafeTensors f = ptl::decode_safetensors(ckpt.data(), ckpt.size(), "model");
+        ckpt.clear();
+        ckpt.shrink_to_fit();
+        return files_result(ptl::hf_gpt2_export(f, "model").files);
+      },
+      (const uint8_t*)nullptr);
 }
 
 // ---- tokenizers (engine/tokenizer.h, docs/tokenizers.md) ----

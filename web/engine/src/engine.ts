@@ -251,6 +251,20 @@ export interface FinetuneOptions {
   lora?: Partial<LoraOptions> | null;
 }
 
+/** One file of a model folder: its name in the folder and its bytes. */
+export interface FolderFile {
+  name: string;
+  bytes: Uint8Array;
+}
+
+/** What Engine.fromHuggingFace read (the line `ptl import-hf` prints). */
+export interface HfImportInfo {
+  /** "GPT-2 with 2 layers, d 64, 4 heads, ctx 128, vocab 50257, gelu tanh, ... (model.safetensors, F32; tokenizer ...)" */
+  summary: string;
+  /** Whether the folder's tokenizer became the model's (it has exactly the model's ids). */
+  tokenizer_stored: boolean;
+}
+
 export interface LoraInfo extends LoraOptions {
   enabled: boolean;
   trainable_params: number;
@@ -362,6 +376,11 @@ export interface PtlModule {
   _ptl_tokenizer_info(t: number): Ptr;
   _ptl_tokenizer_json(t: number): Ptr;
   _ptl_tokenizer_free(t: number): number;
+  _ptl_folder_file(name: Ptr, bytes: Ptr, n: number): number;
+  _ptl_folder_clear(): number;
+  _ptl_create_from_hf(label: Ptr): Ptr;
+  _ptl_export_peft(h: number, baseModel: Ptr): Ptr;
+  _ptl_export_hf(h: number): Ptr;
 }
 
 /** The factory an Emscripten MODULARIZE build exports (createPtlEngine). */
@@ -570,6 +589,21 @@ export class LoadedModule {
     const a = this.addr(p);
     return this.heap().slice(a, a + n);
   }
+  /** A files result of the C API (ptl_export_peft, ptl_export_hf): header {"files": [{name, size}]}, then their bytes. */
+  files(p: Ptr, call: string): FolderFile[] {
+    const bytes = this.bytes(p, call);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const headerLen = Number(view.getBigUint64(0, true));
+    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLen))) as {
+      files: { name: string; size: number }[];
+    };
+    let at = 8 + headerLen;
+    return header.files.map((f) => {
+      const out = { name: f.name, bytes: bytes.slice(at, at + f.size) };
+      at += f.size;
+      return out;
+    });
+  }
   /**
    * Runs a serialised program (usually one op) once on the CPU backend, as the native
    * `ptl_program_run kernel` does: `inputs` is a safetensors file whose tensors are copied into the
@@ -666,6 +700,46 @@ export class Engine {
       );
       if (h <= 0) module.fail('ptl_create_from_checkpoint');
       return new Engine(module, h, owns);
+    } catch (e) {
+      if (owns) module.terminate();
+      throw e;
+    }
+  }
+
+  /**
+   * A model from a Hugging Face GPT-2 folder's files (config.json, model.safetensors or
+   * model.safetensors.index.json and its shards, tokenizer.json or vocab.json + merges.txt; other
+   * files are ignored), read by the engine code of `ptl import-hf`: the same model and checks.
+   * A bad folder rejects with the engine's message naming the file, e.g. "gpt2/config.json: no
+   * such file (...)"; `label` is the folder's name in those messages.
+   */
+  static async fromHuggingFace(
+    files: FolderFile[],
+    load: LoadOptions | LoadedModule = {},
+    label = '',
+  ): Promise<{ engine: Engine; info: HfImportInfo }> {
+    const [module, owns] = load instanceof LoadedModule ? [load, false] : [await loadModule(load), true];
+    try {
+      const m = module.mod;
+      m._ptl_folder_clear();
+      try {
+        for (const f of files) {
+          const rc = module.withString(f.name, (np) =>
+            module.withBytes(f.bytes, (p, n) => m._ptl_folder_file(np, p, n)),
+          );
+          if (rc !== 0) module.fail('ptl_folder_file');
+        }
+      } catch (e) {
+        m._ptl_folder_clear();
+        throw e;
+      }
+      const r = module.withString(label, (lp) =>
+        module.json<HfImportInfo & { handle: number }>(m._ptl_create_from_hf(lp), 'ptl_create_from_hf'),
+      );
+      return {
+        engine: new Engine(module, r.handle, owns),
+        info: { summary: r.summary, tokenizer_stored: r.tokenizer_stored },
+      };
     } catch (e) {
       if (owns) module.terminate();
       throw e;
@@ -1047,6 +1121,26 @@ export class Engine {
       this.module.withBytes(bytes, (p, n) => this.m._ptl_load_adapter(h, p, n, np)),
     );
     if (rc !== 0) this.module.fail('ptl_load_adapter');
+  }
+
+  /**
+   * The LoRA adapters as a PEFT adapter folder (`ptl lora export-peft`'s files):
+   * adapter_config.json and adapter_model.safetensors. `baseModel` is base_model_name_or_path.
+   */
+  async exportPeft(baseModel = ''): Promise<FolderFile[]> {
+    const h = this.h();
+    return this.module.withString(baseModel, (bp) =>
+      this.module.files(this.m._ptl_export_peft(h, bp), 'ptl_export_peft'),
+    );
+  }
+
+  /**
+   * The model as a Hugging Face GPT-2 folder (`ptl export-hf`'s files: config.json,
+   * model.safetensors, tokenizer.json), with the LoRA adapters merged in (`ptl lora merge`) when it
+   * has them; the engine keeps its adapters.
+   */
+  async exportHuggingFace(): Promise<FolderFile[]> {
+    return this.module.files(this.m._ptl_export_hf(this.h()), 'ptl_export_hf');
   }
 
   async loraInfo(): Promise<LoraInfo> {

@@ -1,5 +1,6 @@
 // The run's autosave in the origin-private file system (OPFS): survives a reload or a crash of
-// the tab, stays on this device, and needs no permission prompt.
+// the tab, stays on this device, and needs no permission prompt. The same store, in a folder of
+// its own, remembers the GPT-2 model folder the Fine-tune panel was given (remembered below).
 //
 // The run is one file, autosave.ptlrun: its state (settings, metrics, samples) and its checkpoint,
 // each with a SHA-256 in a fixed header. One file because createWritable() writes to a swap file
@@ -36,9 +37,11 @@ export class AutosaveError extends Error {
   }
 }
 
-async function root(): Promise<FileSystemDirectoryHandle> {
+const AUTOSAVE = 'posttrainllm';
+
+async function root(folder = AUTOSAVE): Promise<FileSystemDirectoryHandle> {
   const dir = await navigator.storage.getDirectory();
-  return dir.getDirectoryHandle('posttrainllm', { create: true });
+  return dir.getDirectoryHandle(folder, { create: true });
 }
 
 export async function sha256(bytes: Uint8Array): Promise<Uint8Array> {
@@ -50,8 +53,8 @@ const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '
  * Writes `chunks` as the file `name`, all or nothing: a failed write (a full quota) aborts the
  * stream, which discards its swap file, so the previous version stays as it was.
  */
-async function write(name: string, chunks: Uint8Array[]): Promise<void> {
-  const file = await (await root()).getFileHandle(name, { create: true });
+async function write(name: string, chunks: Uint8Array[], folder = AUTOSAVE): Promise<void> {
+  const file = await (await root(folder)).getFileHandle(name, { create: true });
   const writable = await file.createWritable();
   try {
     for (const c of chunks) await writable.write(c as Uint8Array<ArrayBuffer>);
@@ -62,10 +65,10 @@ async function write(name: string, chunks: Uint8Array[]): Promise<void> {
   await writable.close();
 }
 
-async function read(name: string): Promise<Uint8Array | null> {
+async function read(name: string, folder = AUTOSAVE): Promise<Uint8Array | null> {
   let file: FileSystemFileHandle;
   try {
-    file = await (await root()).getFileHandle(name);
+    file = await (await root(folder)).getFileHandle(name);
   } catch {
     return null; // not there
   }
@@ -184,7 +187,67 @@ async function readLegacy(): Promise<Awaited<ReturnType<typeof readRun>>> {
   return { meta, checkpoint, corpus: await read(LEGACY.corpus) };
 }
 
-export async function clear(): Promise<void> {
+export async function clear(folder = AUTOSAVE): Promise<void> {
   const dir = await navigator.storage.getDirectory();
-  await dir.removeEntry('posttrainllm', { recursive: true }).catch(() => undefined);
+  await dir.removeEntry(folder, { recursive: true }).catch(() => undefined);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The GPT-2 folder of the Fine-tune panel: its files, then a manifest naming them, written last,
+// so that a manifest is only ever there for a complete set (a crash mid-way leaves the previous
+// manifest, or none, and a replaced set's files are only removed once the new manifest is in).
+
+const GPT2 = 'posttrainllm-gpt2';
+const MANIFEST = 'folder.json';
+
+export interface RememberedFolder {
+  label: string;
+  files: string[];
+}
+
+export async function rememberFolder(label: string, files: { name: string; bytes: Uint8Array }[]): Promise<void> {
+  const old = await recalledManifest();
+  // A new set goes in beside the old under fresh names (a prefix per set), then the manifest
+  // switches to it.
+  const prefix = `${Date.now().toString(36)}-`;
+  for (const f of files) await write(prefix + f.name, [f.bytes], GPT2);
+  const manifest = { label, prefix, files: files.map((f) => f.name) };
+  await write(MANIFEST, [new TextEncoder().encode(JSON.stringify(manifest))], GPT2);
+  if (old) {
+    const dir = await root(GPT2);
+    for (const name of old.files) await dir.removeEntry(old.prefix + name).catch(() => undefined);
+  }
+}
+
+async function recalledManifest(): Promise<(RememberedFolder & { prefix: string }) | null> {
+  const m = await read(MANIFEST, GPT2);
+  if (!m) return null;
+  try {
+    return JSON.parse(new TextDecoder().decode(m)) as RememberedFolder & { prefix: string };
+  } catch {
+    return null;
+  }
+}
+
+/** The remembered folder's label and file names, without reading the files. */
+export async function rememberedFolder(): Promise<RememberedFolder | null> {
+  const m = await recalledManifest();
+  return m ? { label: m.label, files: m.files } : null;
+}
+
+/** The remembered folder's files (null when one is missing: the set is not usable). */
+export async function recallFolder(): Promise<{ label: string; files: { name: string; bytes: Uint8Array }[] } | null> {
+  const m = await recalledManifest();
+  if (!m) return null;
+  const files = [];
+  for (const name of m.files) {
+    const bytes = await read(m.prefix + name, GPT2);
+    if (!bytes) return null;
+    files.push({ name, bytes });
+  }
+  return { label: m.label, files };
+}
+
+export async function forgetFolder(): Promise<void> {
+  await clear(GPT2);
 }

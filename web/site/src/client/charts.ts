@@ -194,3 +194,37 @@ export class Dashboard {
     for (const c of [this.loss, this.speed, this.lr, this.norm]) c.reset();
   }
 }
+
+/** The Fine-tune panel's loss chart: each fine-tuning step's training loss (one run at a time). */
+export class FinetuneChart {
+  private readonly chart: Chart;
+  private steps: number[] = [];
+
+  constructor(el: HTMLElement) {
+    this.chart = new Chart(
+      el,
+      {
+        title: 'Fine-tuning loss',
+        series: [{ label: 'step' }, { label: 'train', stroke: '#264653', width: 1.5 }],
+        axes: [axis('step'), axis('loss')],
+        legend: { show: false },
+      },
+      2,
+    );
+  }
+
+  step(step: number, loss: number): void {
+    this.steps.push(step);
+    this.chart.push([step, loss]);
+  }
+
+  /** The steps drawn, in order. */
+  drawnSteps(): number[] {
+    return [...this.steps];
+  }
+
+  reset(): void {
+    this.steps = [];
+    this.chart.reset();
+  }
+}

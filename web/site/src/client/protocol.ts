@@ -7,6 +7,12 @@
 import type { BuildInfo, EngineInfo, EvalMetrics, StepMetrics, TrainConfig } from '@posttrainllm/engine';
 
 export type Backend = 'webgpu' | 'wasm';
+
+/** A file of a model folder, by its name in the folder. */
+export interface FolderFile {
+  name: string;
+  bytes: Uint8Array;
+}
 export type Variant = 'simd-threads' | 'simd' | 'scalar';
 
 export interface RunSettings {
@@ -121,9 +127,15 @@ export interface Methods {
   };
   clearAutosave: { params: Record<string, never>; result: null };
   calibrate: { params: Record<string, never>; result: { gflops: number } };
+  /**
+   * A Hugging Face GPT-2 folder's files, read by the engine (`ptl import-hf`'s code): kept as the
+   * base that ftStart's `gpt2` starts from. A bad folder rejects with the engine's message.
+   */
+  gpt2Open: { params: { files: FolderFile[]; label: string }; result: { summary: string; params: number } };
   ftStart: {
     params: {
-      base: Uint8Array | null; // a checkpoint to start from; null = the current model
+      base: Uint8Array | null; // a checkpoint to start from; null = the current model (or the GPT-2 one)
+      gpt2?: boolean; // start from the GPT-2 folder of gpt2Open
       data: { bytes: Uint8Array; name: string; kind: 'text' | 'jsonl' };
       steps: number;
       lr: number;
@@ -134,9 +146,14 @@ export interface Methods {
   };
   ftCompare: {
     params: { prompt: string; maxTokens: number; temperature: number; topK: number; seed: number };
-    result: { base: string; tuned: string };
+    // The fine-tuned sample's tokens and the seconds they took.
+    result: { base: string; tuned: string; tunedTokens: number; tunedSeconds: number };
   };
   ftExportAdapter: { params: Record<string, never>; result: Uint8Array };
+  /** The adapters as PEFT's adapter_config.json and adapter_model.safetensors. */
+  ftExportPeft: { params: { baseModel: string }; result: FolderFile[] };
+  /** The fine-tuned model (adapters merged) as a Hugging Face GPT-2 folder's files. */
+  ftExportHf: { params: Record<string, never>; result: FolderFile[] };
   ftExportModel: { params: Record<string, never>; result: Uint8Array };
   ftLoadAdapter: { params: { bytes: Uint8Array; name: string }; result: FinetuneSummary };
   abort: { params: Record<string, never>; result: null };

@@ -635,22 +635,43 @@ const handlers: { [M in Exclude<Method, 'abort'>]: Handler<M> } = {
     ft?.base.dispose();
     ft?.tuned.dispose();
     ft = null;
+    gpt2 = null;
     if (module?.build.threads) module.setNumThreads(1);
     setTimeout(() => scope.close(), 0); // after this reply is posted
     return null;
   },
   calibrate: () => calibrate(),
+  gpt2Open: async (p) => {
+    const { engine: e, info } = await Engine.fromHuggingFace(p.files, needModule(), p.label);
+    try {
+      // The checkpoint ptl import-hf writes: fine-tuning starts from it as from any checkpoint.
+      gpt2 = { checkpoint: await e.exportCheckpoint({ optimizer: false }), label: p.label };
+      return { summary: info.summary, params: (await e.info()).param_count };
+    } finally {
+      e.dispose();
+    }
+  },
   ftStart: (p, { id, signal }) => ftStart(id, p, signal),
   ftCompare: async (p) => {
     if (!ft) throw new EngineError('fine-tune a model first (or load an adapter)', 'worker');
     const opts = { maxTokens: p.maxTokens, temperature: p.temperature, topK: p.topK, seed: p.seed };
     const base = await ft.base.generate(p.prompt, opts);
+    const t0 = performance.now();
     const tuned = await ft.tuned.generate(p.prompt, opts);
-    return { base: base.text, tuned: tuned.text };
+    const tunedSeconds = (performance.now() - t0) / 1000;
+    return { base: base.text, tuned: tuned.text, tunedTokens: tuned.ids.length, tunedSeconds };
   },
   ftExportAdapter: async () => {
     if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
     return ft.tuned.exportAdapter();
+  },
+  ftExportPeft: async (p) => {
+    if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
+    return ft.tuned.exportPeft(p.baseModel);
+  },
+  ftExportHf: async () => {
+    if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
+    return ft.tuned.exportHuggingFace();
   },
   ftExportModel: async () => {
     if (!ft) throw new EngineError('no fine-tuned model yet', 'worker');
@@ -691,6 +712,9 @@ let ft: {
   data: Methods['ftStart']['params']['data'] | null;
 } | null = null;
 
+// The GPT-2 folder the Fine-tune panel was given (gpt2Open), as its checkpoint.
+let gpt2: { checkpoint: Uint8Array; label: string } | null = null;
+
 async function currentWeights(): Promise<Uint8Array> {
   refuseDiverged('cannot fine-tune this model');
   await syncFromGpu();
@@ -714,7 +738,8 @@ async function ftStart(
   p: Methods['ftStart']['params'],
   signal: AbortSignal,
 ): Promise<Methods['ftStart']['result']> {
-  const baseBytes = p.base ?? (await currentWeights());
+  if (p.gpt2 && !gpt2) throw new EngineError('choose a GPT-2 model folder first', 'worker');
+  const baseBytes = p.base ?? (p.gpt2 ? gpt2!.checkpoint : await currentWeights());
   const m = needModule();
   const base = await Engine.fromCheckpoint(baseBytes, m, 'base.tinygpt');
   const tuned = await Engine.fromCheckpoint(baseBytes, m, 'base.tinygpt');
