@@ -4,6 +4,7 @@
 
 #include "engine/config.h"
 #include "engine/error.h"
+#include "engine/program_check.h"
 
 namespace ptl {
 
@@ -157,6 +158,7 @@ Program Program::from_json(const nlohmann::json& j) {
     if (why.starts_with("[json.exception.")) why.erase(0, why.find("] ") == std::string::npos ? 0 : why.find("] ") + 2);
     fail("program: " + why);
   }
+  check_program(p);
   return p;
 }
 

@@ -10,6 +10,7 @@
 #include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/simd.h"
 #include "engine/error.h"
+#include "engine/program_check.h"
 
 namespace ptl::cpu {
 
@@ -135,6 +136,13 @@ std::vector<size_t> plan_arena(const Program& p, bool share, size_t& total, size
   return offsets;
 }
 
+// Every target id in [0, V): the kernels index the logits (or W's rows) by it.
+void check_targets(const int32_t* targets, int64_t M, int64_t V) {
+  for (int64_t i = 0; i < M; ++i)
+    if (targets[i] < 0 || targets[i] >= V)
+      fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+}
+
 }  // namespace
 
 size_t arena_bytes_of(const Program& program) {
@@ -144,6 +152,9 @@ size_t arena_bytes_of(const Program& program) {
 }
 
 Executor::Executor(Program program, TensorStore& store, bool share_memory) : program_(std::move(program)) {
+  // Shapes that disagree would send the kernels past a buffer (program_check.h): every program,
+  // built here or read from a file, is checked once before anything is allocated.
+  check_program(program_);
   // Every non-persistent tensor in one arena, 64-byte aligned, memory shared by liveness.
   size_t total = 0;
   const std::vector<size_t> offsets = plan_arena(program_, share_memory, total, live_peak_);
@@ -211,9 +222,7 @@ void Executor::run_loss_pair(const Op& f, const Op& b) {
   const auto& xs = program_.tensors.at(f.inputs[0]);
   const int64_t C = xs.shape.back(), M = xs.numel() / C, V = program_.tensors.at(f.inputs[1]).shape[0];
   const auto* targets = static_cast<const int32_t*>(ptr(f.inputs, 2));
-  for (int64_t i = 0; i < M; ++i)
-    if (targets[i] < 0 || targets[i] >= V)
-      fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+  check_targets(targets, M, V);
   cross_entropy_tied_forward_backward(
       static_cast<float*>(ptr(f.outputs, 0)), static_cast<float*>(ptr(f.outputs, 1)),
       static_cast<float*>(ptr(b.outputs, 0)), b.accumulates(0), static_cast<float*>(ptr(b.outputs, 1)),
@@ -227,6 +236,9 @@ AdamWTensor Executor::adamw_args(const Op& op) {
   // the coefficient torch.nn.utils.clip_grad_norm_ uses.
   const float norm = f(op.inputs[4])[0];
   const float* hp = f(op.inputs[5]);
+  // The step count arrives as a float the host wrote: a whole number before it becomes one.
+  if (!(hp[1] >= 0.0f && hp[1] <= 16777216.0f))
+    fail("AdamW's step count " + std::to_string(hp[1]) + " is not between 0 and 2^24");
   const double max_norm = op.attr("max_norm", 1.0);
   const float scale = float(std::min(1.0, max_norm / (double(norm) + 1e-6)));
   return AdamWTensor{f(op.outputs[0]),
@@ -289,7 +301,15 @@ void Executor::run_op(const Op& op) {
       const int64_t C = shape(op.inputs[0]).back();
       const int g_tok = op.outputs[0], g_pos = op.outputs[1];
       const int64_t V = g_tok >= 0 ? shape(g_tok)[0] : 0, ctx = g_pos >= 0 ? shape(g_pos)[0] : 0;
-      embedding_backward(out_f(0), acc(0), out_f(1), acc(1), in_f(0), in_i(1), ts[0], ts[1], C, V, ctx, pos0_at(2));
+      // The forward checked these in a training program; a program of this op alone did not.
+      const int64_t pos0 = pos0_at(2);
+      check(g_pos < 0 || (pos0 >= 0 && pos0 + ts[1] <= ctx),
+            "position " + std::to_string(pos0 + ts[1] - 1) + " is past the context " + std::to_string(ctx));
+      if (g_tok >= 0)
+        for (int64_t i = 0; i < ts[0] * ts[1]; ++i)
+          if (in_i(1)[i] < 0 || in_i(1)[i] >= V)
+            fail("token id " + std::to_string(in_i(1)[i]) + " is outside the vocabulary");
+      embedding_backward(out_f(0), acc(0), out_f(1), acc(1), in_f(0), in_i(1), ts[0], ts[1], C, V, ctx, pos0);
       break;
     }
     case OpKind::layernorm: {
@@ -332,8 +352,9 @@ void Executor::run_op(const Op& op) {
       break;
     }
     case OpKind::attention_cached: {
-      const int64_t C = shape(op.inputs[0]).back(), n = numel(op.inputs[0]) / C;
-      attention_cached(out_f(0), in_f(0), in_f(1), in_f(2), n, C, int64_t(op.attr("heads")), pos0_at(3));
+      const int64_t C = shape(op.inputs[0]).back(), n = numel(op.inputs[0]) / C, pos0 = pos0_at(3);
+      check(pos0 >= 0 && pos0 + n <= shape(op.inputs[1])[0], "attention reads past the KV cache");
+      attention_cached(out_f(0), in_f(0), in_f(1), in_f(2), n, C, int64_t(op.attr("heads")), pos0);
       break;
     }
     case OpKind::attention_probs: {
@@ -363,29 +384,26 @@ void Executor::run_op(const Op& op) {
     case OpKind::cross_entropy: {
       const auto& s = shape(op.inputs[0]);
       const int32_t* targets = in_i(1);
-      for (int64_t i = 0; i < s[0]; ++i)
-        if (targets[i] < 0 || targets[i] >= s[1])
-          fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+      check_targets(targets, s[0], s[1]);
       cross_entropy_forward(out_f(0), out_f(1), in_f(0), targets, in_f(2), s[0], s[1]);
       break;
     }
     case OpKind::cross_entropy_backward: {
       const auto& s = shape(op.inputs[0]);
+      check_targets(in_i(1), s[0], s[1]);
       cross_entropy_backward(out_f(0), acc(0), in_f(0), in_i(1), in_f(2), in_f(3), s[0], s[1]);
       break;
     }
     case OpKind::cross_entropy_tied: {
       const int64_t C = shape(op.inputs[0]).back(), M = numel(op.inputs[0]) / C, V = shape(op.inputs[1])[0];
       const int32_t* targets = in_i(2);
-      for (int64_t i = 0; i < M; ++i)
-        if (targets[i] < 0 || targets[i] >= V)
-          fail("target id " + std::to_string(targets[i]) + " is outside the vocabulary");
+      check_targets(targets, M, V);
       cross_entropy_tied_forward(out_f(0), out_f(1), in_f(0), in_f(1), targets, in_f(3), M, V, C);
       break;
     }
     case OpKind::cross_entropy_tied_backward: {
       const int64_t C = shape(op.inputs[0]).back(), M = numel(op.inputs[0]) / C, V = shape(op.inputs[1])[0];
-      check(in_f(3) != nullptr, "cross_entropy_tied_backward needs the forward's lse");
+      check_targets(in_i(2), M, V);
       cross_entropy_tied_backward(out_f(0), acc(0), out_f(1), acc(1), in_f(0), in_f(1), in_i(2), in_f(3), in_f(4), M, V,
                                   C);
       break;
