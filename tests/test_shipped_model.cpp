@@ -40,8 +40,9 @@ std::vector<std::string> words(const std::string& text) {
 TEST(ShippedModel, ValidationLossOnTheSpecsSplitIsTheModelCards) {
   ASSERT_TRUE(std::filesystem::exists(kModel)) << kModel;
   TempDir d;
-  // The model records the path of the machine that trained it; ptl eval finds this machine's copy.
-  CliRun r = ptl_cli("eval " + kModel + " --json", d);
+  // The model records the path of the machine that trained it; the test names this machine's copy
+  // (ptl runs in a temporary folder, where ../shared/data is not to be found).
+  CliRun r = ptl_cli("eval " + kModel + " --data " + find_tinyshakespeare() + " --split val --json", d);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["loss"].get<double>(), 1.450151, 1e-5);
