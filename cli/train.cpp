@@ -38,7 +38,7 @@ struct TrainArgs {
   std::string preset = DefaultRun::preset, data, out, resume, tokenizer;
   int64_t steps = DefaultRun::steps, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
   int batch = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
-  double lr = 0, dropout = 0, weight_decay = 0.1, min_lr_frac = 0.1;
+  double lr = 0, dropout = 0, weight_decay = 0.1, min_lr_frac = 0.1, beta2 = 0.95;
   std::string schedule = "cosine";
   uint64_t seed = 1337;
   bool overwrite = false;
@@ -179,6 +179,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     if (given("--steps")) tc.steps = a.steps;
     if (given("--lr")) tc.lr = a.lr;
     if (given("--weight-decay")) tc.weight_decay = a.weight_decay;
+    if (given("--beta2")) tc.beta2 = a.beta2;
     if (given("--min-lr-frac")) tc.min_lr_frac = a.min_lr_frac;
     if (given("--schedule")) tc.schedule = a.schedule;
     if (given("--eval-every")) tc.eval_every = a.eval_every;
@@ -212,6 +213,7 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     tc.steps = a.steps;
     tc.lr = a.lr > 0 ? a.lr : find_preset(a.preset).lr;
     tc.weight_decay = a.weight_decay;
+    tc.beta2 = a.beta2;
     tc.min_lr_frac = a.min_lr_frac;
     tc.schedule = a.schedule;
     tc.warmup = a.warmup;
@@ -371,6 +373,7 @@ nlohmann::json train_defaults() {
           {"warmup", a.warmup},
           {"min_lr_frac", a.min_lr_frac},
           {"weight_decay", a.weight_decay},
+          {"beta2", a.beta2},
           {"dropout", a.dropout},
           {"seed", a.seed},
           {"eval_every", a.eval_every},
@@ -398,6 +401,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--weight-decay", a->weight_decay, "AdamW's decoupled weight decay (2-D weights only)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--beta2", a->beta2, "AdamW's beta2, the decay of its running average of squared gradients")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.9999));
   cmd->add_option("--min-lr-frac", a->min_lr_frac, "The cosine ends at this fraction of --lr")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));

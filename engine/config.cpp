@@ -168,6 +168,8 @@ void TrainConfig::validate() const {
   check(std::isfinite(lr) && lr > 0, "learning rate must be a positive number");
   check(schedule == "cosine" || schedule == "constant", "unknown schedule '" + schedule + "' (cosine or constant)");
   check(grad_clip > 0, "grad_clip must be positive");
+  check(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "AdamW's beta1 and beta2 must be in [0, 1)");
+  check(std::isfinite(eps) && eps > 0, "AdamW's eps must be a positive number");
   dropout::check_rate(dropout, "dropout");
   check(eval_every >= 0 && sample_every >= 0, "eval_every and sample_every must not be negative");
   check(eval_batches >= 1, "eval_batches must be at least 1");

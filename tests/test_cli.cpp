@@ -29,7 +29,8 @@ const char* kTiny = "--preset tiny --sample-every 0";
 TEST(Cli, TrainWritesCheckpointAndMetrics) {
   test::TempDir d;
   write(d.file("t.txt"), test::synthetic_text(20000));
-  CliRun r = ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 20 --eval-every 10 --out run", d);
+  CliRun r =
+      ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 20 --eval-every 10 --beta2 0.99 --out run", d);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("val loss"), std::string::npos);
   std::ifstream f(d.file("run/metrics.jsonl"));
@@ -46,6 +47,7 @@ TEST(Cli, TrainWritesCheckpointAndMetrics) {
   EXPECT_EQ(n, 20);
   auto ck = Trainer::from_checkpoint(read_file_bytes(d.file("run/model.tinygpt")), "ck");
   EXPECT_EQ(ck->state().step, 20);
+  EXPECT_DOUBLE_EQ(ck->train_config().beta2, 0.99);  // and AdamW's program reads it from there
   EXPECT_FALSE(std::filesystem::exists(d.file("run/model.tinygpt.tmp")));
 }
 
@@ -170,6 +172,7 @@ TEST(Cli, InfoDefaultsAreTrainsDefaults) {
   EXPECT_EQ(std::stoll(shown("--steps")), j["steps"].get<int64_t>());
   EXPECT_EQ(shown("--schedule"), j["schedule"].get<std::string>());
   EXPECT_DOUBLE_EQ(std::stod(shown("--dropout")), j["dropout"].get<double>());
+  EXPECT_DOUBLE_EQ(std::stod(shown("--beta2")), j["beta2"].get<double>());
   EXPECT_EQ(std::stoull(shown("--seed")), j["seed"].get<uint64_t>());
   const CliRun p = ptl_cli("info --preset " + j["preset"].get<std::string>() + " --json", d);
   ASSERT_EQ(p.code, 0) << p.err;

@@ -55,6 +55,14 @@ TEST(UntrustedInput, ConfigIntegersDoNotWrapAround) {
             "train config: 'batch' must be an integer from -2147483648 to 2147483647, got 1e+300");
   t["batch"] = 16.0;
   EXPECT_EQ(TrainConfig::from_json(t).batch, 16);
+  // AdamW divides by (1 - beta2^t) and sqrt(v) + eps: a beta of 1 or more, or an eps of 0, is no optimizer.
+  for (const char* key : {"beta1", "beta2"}) {
+    json b = TrainConfig{}.to_json();
+    b[key] = 1.0;
+    EXPECT_EQ(error_of([&] { TrainConfig::from_json(b); }), "AdamW's beta1 and beta2 must be in [0, 1)") << key;
+  }
+  t["eps"] = 0.0;
+  EXPECT_EQ(error_of([&] { TrainConfig::from_json(t); }), "AdamW's eps must be a positive number");
   EXPECT_NE(error_of([] { lora_from_json({{"rank", 1e20}, {"alpha", 8}, {"targets", {"q"}}}); }), "(no error)");
 }
 

@@ -27,7 +27,7 @@
 // Options (ptl train's, and the train config's fields it has no flag for):
 //   --preset NAME --layers N --d-model N --heads N --ctx N    the model (preset, then overrides)
 //   --batch N --steps N --until N --lr X --schedule cosine|constant --warmup N --min-lr-frac X
-//   --weight-decay X --grad-clip X --dropout P --seed N
+//   --weight-decay X --beta2 X --grad-clip X --dropout P --seed N
 //   --eval-every N --eval-batches N|all --sample-every N (0: never) --log-every N
 //     (all: each validation over the whole split, window by window, as `ptl eval`)
 //   --data FILE (default TinyShakespeare: $PTL_DATA_DIR, else ../shared/data) --out DIR --overwrite
@@ -85,6 +85,7 @@ const options = {
   warmup: { type: 'string' },
   'min-lr-frac': { type: 'string' },
   'weight-decay': { type: 'string' },
+  beta2: { type: 'string' },
   'grad-clip': { type: 'string' },
   dropout: { type: 'string' },
   seed: { type: 'string' },
@@ -229,6 +230,7 @@ async function main() {
     'seed',
     'dropout',
     'weight-decay',
+    'beta2',
     'grad-clip',
   ];
   if (resume) {
@@ -296,6 +298,7 @@ async function main() {
       ...(a.batch !== undefined ? { batch: num(a, 'batch', { min: 1 }) } : {}),
       ...(a.seed !== undefined ? { seed: num(a, 'seed', { min: 0 }) } : {}),
       ...(a['weight-decay'] !== undefined ? { weight_decay: num(a, 'weight-decay', { int: false, min: 0 }) } : {}),
+      ...(a.beta2 !== undefined ? { beta2: num(a, 'beta2', { int: false, min: 0, max: 1 }) } : {}),
       ...(a['grad-clip'] !== undefined ? { grad_clip: num(a, 'grad-clip', { int: false, min: 0 }) } : {}),
       // Only a rate above 0 is passed: a build without dropout then still trains with the default.
       ...(dropout ? { dropout } : {}),
