@@ -16,7 +16,7 @@ struct FinetuneArgs {
   std::string base, data, out;
   int64_t steps = 500, eval_every = 100, log_every = 50, warmup = -1;
   int batch = 0;  // 0 = the base run's batch
-  double lr = 3e-4;
+  double lr = kDefaultFinetuneLr;
   std::string schedule = "cosine";
   uint64_t seed = 1337;
   int threads = 0;

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/finetune.h"
 #include "engine/error.h"
 #include "engine/memory.h"
 #include "engine/tokenizer.h"
@@ -42,8 +43,11 @@ void run_info(const InfoArgs& a) {
     check(a.checkpoint.empty() && a.preset.empty(), "--defaults takes no checkpoint and no --preset");
     nlohmann::json d = train_defaults();
     const nlohmann::json lora = lora_train_defaults();
+    const FinetuneArgs sft_args;  // ptl sft's
+    const nlohmann::json sft = {{"lr", sft_args.lr}, {"steps", sft_args.steps}};
     if (a.json) {
       d["lora_train"] = lora;
+      d["sft"] = sft;
       std::printf("%s\n", d.dump(2).c_str());
       return;
     }
@@ -51,6 +55,8 @@ void run_info(const InfoArgs& a) {
     for (const auto& [key, value] : d.items()) std::printf("  %-13s %s\n", key.c_str(), value.dump().c_str());
     std::printf("ptl lora train with no options:\n");
     for (const auto& [key, value] : lora.items()) std::printf("  %-13s %s\n", key.c_str(), value.dump().c_str());
+    std::printf("ptl sft with no options:\n");
+    for (const auto& [key, value] : sft.items()) std::printf("  %-13s %s\n", key.c_str(), value.dump().c_str());
     return;
   }
   check(a.checkpoint.empty() != a.preset.empty(), "give either a checkpoint or --preset NAME (or --defaults)");

@@ -31,6 +31,9 @@ constexpr int kAdapterVersion = 1;
 LoraConfig default_lora();
 constexpr double kDefaultLoraLr = 5e-3;
 constexpr int64_t kDefaultLoraSteps = 500;
+// Full fine-tuning (`ptl sft`, the WebAssembly API without adapters) moves every weight of a
+// trained model: a gentler peak rate than a run from scratch or the adapters'.
+constexpr double kDefaultFinetuneLr = 3e-4;
 
 // "q,v" or "q, k, fc_in" -> {"q", "v"}; "all" = every projection (q, k, v, o, fc_in, fc_out);
 // GPT-2's module names too: c_attn = qkv, attn.c_proj = o, c_fc = fc_in, mlp.c_proj = fc_out, and

@@ -920,7 +920,8 @@ EMSCRIPTEN_KEEPALIVE const uint8_t* ptl_run_program(const char* program_json, co
 // is frozen and only the adapters train. "dropout" is the model's rate for this run (default 0,
 // not the base run's); the LoRA config's, the adapters' input's. Every field is optional: "steps"
 // defaults to `ptl lora train`'s, and with "lora" so do "lr" and each field of "lora" left out
-// (engine/lora.h, default_lora()), so `{"lora": {}}` is that command's run.
+// (engine/lora.h, default_lora()), so `{"lora": {}}` is that command's run; without "lora" the
+// rate is `ptl sft`'s (kDefaultFinetuneLr) and adapters already on are merged into the weights.
 EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
   return guarded(
       [&] {
@@ -940,7 +941,7 @@ EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
         ptl::TrainConfig tc = s.trainer->train_config();  // the base run's optimizer settings, then ours
         tc.steps = j.contains("steps") ? json_int(j.at("steps"), kInt64Min, kInt64Max, "fine-tune config: 'steps'")
                                        : ptl::kDefaultLoraSteps;
-        tc.lr = j.value("lr", with_lora ? ptl::kDefaultLoraLr : 1e-3);
+        tc.lr = j.value("lr", with_lora ? ptl::kDefaultLoraLr : ptl::kDefaultFinetuneLr);
         if (j.contains("schedule")) tc.schedule = j.at("schedule").get<std::string>();
         if (j.contains("batch")) tc.batch = int(json_int(j["batch"], kIntMin, kIntMax, "fine-tune config: 'batch'"));
         if (j.contains("seed")) tc.seed = ptl::json_u64(j["seed"], "fine-tune config: 'seed'");
@@ -958,6 +959,9 @@ EMSCRIPTEN_KEEPALIVE int ptl_start_finetune(int h, const char* config_json) {
           for (const auto& [key, value] : given.items()) full[key] = value;
           lora = ptl::lora_from_json(full);  // validate before changing anything
         }
+        // Without "lora" every weight trains: adapters from an earlier run are merged first, so the run
+        // starts from the model the user has been sampling (left on, they alone would train).
+        if (!with_lora && s.trainer->lora_enabled()) s.trainer->merge_lora();
         s.trainer->start_finetune(tc);
         if (with_lora) s.trainer->enable_lora(lora, tc.seed);
         reset_loop(s);

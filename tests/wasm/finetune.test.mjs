@@ -97,14 +97,15 @@ test(`${VARIANT}: LoRA on SFT data: masked batches, the LoRA train program, adap
 });
 
 test(`${VARIANT}: what a fine-tune config leaves out is ptl lora train's default`, async () => {
-  const defaults = JSON.parse(ptl(['info', '--defaults', '--json'])).lora_train;
+  const all = JSON.parse(ptl(['info', '--defaults', '--json']));
+  const defaults = all.lora_train;
   const e = await Engine.create({ preset: 'small', train: { steps: 5 } }, module);
   try {
     await e.setCorpus('The bus was late again, so Maria walked to the office. '.repeat(40));
-    // Full fine-tuning keeps its own rate.
+    // Full fine-tuning has ptl sft's rate.
     await e.startFinetune({});
     assert.equal((await e.loraInfo()).enabled, false);
-    assert.equal((await e.info()).train.lr, 1e-3);
+    assert.equal((await e.info()).train.lr, all.sft.lr);
     assert.equal((await e.info()).train.steps, defaults.steps);
     await e.startFinetune({ lora: {} });
     const info = await e.loraInfo();
@@ -120,6 +121,30 @@ test(`${VARIANT}: what a fine-tune config leaves out is ptl lora train's default
     assert.equal((await e.loraInfo()).rank, 1);
     assert.deepEqual(sorted((await e.loraInfo()).targets), sorted(defaults.targets));
     assert.equal((await e.info()).train.steps, 3);
+  } finally {
+    e.dispose();
+  }
+});
+
+test(`${VARIANT}: a full fine-tune after LoRA starts from the adapted model and trains every weight`, async () => {
+  const e = await Engine.create({ preset: 'tiny', train: { steps: 5 } }, module);
+  try {
+    await e.setCorpus('The bus was late again, so Maria walked to the office. '.repeat(40));
+    await e.startFinetune({ steps: 10, lr: 1e-2, lora: { rank: 2, targets: ['q', 'v', 'fc_in'] } });
+    await e.train(10);
+    const adapted = (await e.generate('The bus', { maxTokens: 24, temperature: 0 })).text;
+    await e.startFinetune({ steps: 3 });
+    // The adapters are merged into the weights, not dropped: the same model until it trains.
+    assert.equal((await e.loraInfo()).enabled, false);
+    assert.equal((await e.generate('The bus', { maxTokens: 24, temperature: 0 })).text, adapted);
+    const before = parseSafetensors(await e.exportCheckpoint());
+    await e.train(3);
+    const after = parseSafetensors(await e.exportCheckpoint());
+    // Every weight moved (with adapters left on, only they would have).
+    const weights = [...before.tensors.keys()].filter((n) => !n.startsWith('optim.'));
+    assert.ok(weights.length > 10 && !weights.some((n) => n.includes('lora')), weights.join(', '));
+    for (const name of weights)
+      assert.ok(maxAbsDiff(f32(before.tensors.get(name)), f32(after.tensors.get(name))) > 0, `${name} did not train`);
   } finally {
     e.dispose();
   }

@@ -238,7 +238,8 @@ export interface LoraOptions {
  * Fine-tuning from the current weights (Engine.startFinetune): a fresh schedule and moments.
  * What is left out is `ptl lora train`'s default (`ptl info --defaults`, "lora_train"): 500
  * steps, and with `lora` the peak rate 5e-3 and adapters of rank 2, alpha 8 on every projection,
- * so `{ lora: {} }` is that command's run; without `lora` the rate defaults to 1e-3.
+ * so `{ lora: {} }` is that command's run; without `lora` every weight trains at `ptl sft`'s rate,
+ * 3e-4, and adapters already on are first merged into the weights (the model sampled until then).
  */
 export interface FinetuneOptions {
   steps?: number;
