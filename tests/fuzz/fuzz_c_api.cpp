@@ -6,9 +6,10 @@
 // bounded here, in the harness, as the page bounds them. Every call must return (a value or an
 // error through ptl_last_error); the sanitizers watch everything in between.
 //
-// The tokenizer functions (ptl_tokenizer_*) are driven too. Not driven: ptl_run_program (its executor trusts the
-// program's shapes: a program is the engine's own output, docs/reliability.md), ptl_set_num_threads (one thread here),
-// and ptl_generate's callback.
+// The tokenizer functions (ptl_tokenizer_*) and the Hugging Face folder functions (ptl_folder_file,
+// ptl_create_from_hf, ptl_export_hf, ptl_export_peft) are driven too. Not driven: ptl_run_program (its executor trusts
+// the program's shapes: a program is the engine's own output, docs/reliability.md), ptl_set_num_threads (one thread
+// here), and ptl_generate's callback.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cmath>
@@ -150,6 +151,49 @@ std::vector<uint8_t> mutated_export(FuzzedDataProvider& in, const uint8_t* p) {
   return b;
 }
 
+// Hands over a Hugging Face folder's files for ptl_create_from_hf: a live trainer's ptl_export_hf
+// (config.json, model.safetensors, tokenizer.json) with bytes changed in some, or files of the input.
+void hand_over_folder(FuzzedDataProvider& in) {
+  const uint8_t* p = in.ConsumeBool() ? ptl_export_hf(pick_handle(in)) : nullptr;
+  if (p) {
+    // The files_result framing: u64 header length, {"files": [{"name", "size"}, ...]}, the bytes.
+    uint64_t hn = 0;
+    for (int i = 0; i < 8; ++i) hn |= uint64_t(p[i]) << (8 * i);
+    const auto header = nlohmann::json::parse(p + 8, p + 8 + hn);
+    const uint8_t* at = p + 8 + hn;
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> files;
+    for (const auto& f : header["files"]) {
+      const size_t n = f["size"].get<size_t>();
+      files.emplace_back(f["name"].get<std::string>(), std::vector<uint8_t>(at, at + n));
+      at += n;
+    }
+    for (auto& [name, bytes] : files) {
+      const int flips = in.ConsumeIntegralInRange(0, 2);
+      for (int i = 0; i < flips && !bytes.empty(); ++i)
+        bytes[in.ConsumeIntegralInRange<size_t>(0, bytes.size() - 1)] = in.ConsumeIntegral<uint8_t>();
+      if (!bytes.empty() && in.ConsumeIntegralInRange(0, 7) == 0)
+        bytes.resize(in.ConsumeIntegralInRange<size_t>(0, bytes.size()));
+      if (in.ConsumeIntegralInRange(0, 7) != 0)
+        ptl_folder_file(name.c_str(), bytes.data(), pick_size(in, bytes.size()));
+    }
+    return;
+  }
+  static const char* kNames[] = {"config.json",    "model.safetensors", "model.safetensors.index.json",
+                                 "tokenizer.json", "vocab.json",        "merges.txt"};
+  const int n = in.ConsumeIntegralInRange(0, 3);
+  for (int i = 0; i < n; ++i) {
+    const std::string name = in.ConsumeIntegralInRange(0, 7) == 0 ? in.ConsumeRandomLengthString(12)
+                                                                  : kNames[in.ConsumeIntegralInRange(0, 5)];
+    const std::string bytes =
+        name == "config.json" && in.ConsumeBool()
+            ? pick_object(in, {"model_type", "vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner",
+                               "layer_norm_epsilon", "activation_function", "tie_word_embeddings"})
+            : in.ConsumeRandomLengthString(256);
+    ptl_folder_file(name.empty() && in.ConsumeBool() ? nullptr : name.c_str(),
+                    reinterpret_cast<const uint8_t*>(bytes.data()), pick_size(in, bytes.size()));
+  }
+}
+
 std::string pick_text(FuzzedDataProvider& in) {
   static const char* kShakespeare =
       "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n";
@@ -168,7 +212,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   for (int call = 0; call < 24 && in.remaining_bytes() > 0; ++call) {
     const int h = pick_handle(in);
-    switch (in.ConsumeIntegralInRange(0, 35)) {
+    switch (in.ConsumeIntegralInRange(0, 37)) {
       case 0: {
         const int made = ptl_create(create_config(in).c_str());
         if (made > 0) g_live.push_back(made);
@@ -344,6 +388,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!g_live_tok.empty())
           ptl_tokenizer_free(g_live_tok[in.ConsumeIntegralInRange<size_t>(0, g_live_tok.size() - 1)]);
         break;
+      case 34: {
+        hand_over_folder(in);
+        if (in.ConsumeIntegralInRange(0, 15) == 0) ptl_folder_clear();
+        if (const char* r = ptl_create_from_hf(in.ConsumeBool() ? "fuzz" : nullptr)) {
+          const int made = nlohmann::json::parse(r)["handle"].get<int>();
+          if (made > 0) g_live.push_back(made);
+        }
+        break;
+      }
+      case 35:
+        ptl_export_peft(h, in.ConsumeBool() ? nullptr : in.ConsumeRandomLengthString(16).c_str());
+        break;
       default:
         (void)ptl_last_error();
         (void)ptl_result_size();
@@ -354,5 +410,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   g_live.clear();
   for (int h : g_live_tok) ptl_tokenizer_free(h);
   g_live_tok.clear();
+  ptl_folder_clear();  // files handed over and never read: not the next input's
   return 0;
 }
