@@ -122,7 +122,8 @@ function gpt2TokenizerJson() {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ptl-wasm-bench-'));
   try {
     const out = path.join(tmp, 'tokenizer.json');
-    execFileSync(nativeBin, ['tokenizer', 'convert', '--tokenizer', dir, '--out', out], { stdio: 'inherit' });
+    // Its report on stderr: stdout is the results' JSON lines.
+    execFileSync(nativeBin, ['tokenizer', 'convert', '--tokenizer', dir, '--out', out], { stdio: ['ignore', 2, 2] });
     gpt2Tokenizer = fs.readFileSync(out, 'utf8');
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });

@@ -250,7 +250,7 @@ test(`${VARIANT}: a create config's model.gelu "tanh" builds GPT-2's GELU`, asyn
   const tanh = await Engine.create({ preset: 'tiny', model: { gelu: 'tanh' } }, module);
   const erf = await Engine.create({ preset: 'tiny', model: { gelu: 'erf' } }, module);
   try {
-    assert.equal(tanh.info().model.gelu, 'tanh');
+    assert.equal((await tanh.info()).model.gelu, 'tanh');
     const gelus = async (e) =>
       (await e.exportProgram('forward')).ops.filter((op) => op.op === 'gelu').map((op) => op.attrs.tanh ?? 0);
     assert.deepEqual(await gelus(tanh), [1, 1]);
