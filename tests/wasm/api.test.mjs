@@ -193,6 +193,13 @@ test(`${VARIANT}: the engine in a worker (serveEngine / EngineClient protocol)`,
     await assert.rejects(long, /aborted/);
     const after = await client.call('importCheckpoint', { bytes: ckpt });
     assert.equal(after.step, 4);
+    // LoRA through the protocol: a fresh run of adapters on the frozen base.
+    await client.call('startFinetune', { options: { steps: 5, lora: { rank: 2, targets: ['qkv', 'o'] } } });
+    const names = (await client.call('tensorNames', {})).map((t) => t.name);
+    assert.ok(names.includes('blocks.0.attn.qkv.lora_A') && names.includes('blocks.0.attn.o_proj.lora_A'), names);
+    assert.ok(!names.some((n) => n.includes('fc_in.lora')), 'only the targets given');
+    const tuned = await client.call('train', { steps: 1 });
+    assert.equal(tuned[0].step, 1, 'the fine-tuning run counts its own steps');
     await client.call('dispose', {});
   } finally {
     await w.terminate();
@@ -233,6 +240,28 @@ test(`${VARIANT}: a pool smaller than the machine's cores`, { skip: VARIANT !== 
     assert.ok(Number.isFinite(r.loss) && r.loss > 0, `loss ${r.loss}`);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// GPT-2's GELU through a create config (issue 27's WebAssembly benchmark of GPT-2 124M): the
+// model's program applies the tanh form (the gelu ops' "tanh" attribute), the config reports it,
+// and any other name is refused.
+test(`${VARIANT}: a create config's model.gelu "tanh" builds GPT-2's GELU`, async () => {
+  const tanh = await Engine.create({ preset: 'tiny', model: { gelu: 'tanh' } }, module);
+  const erf = await Engine.create({ preset: 'tiny', model: { gelu: 'erf' } }, module);
+  try {
+    assert.equal((await tanh.info()).model.gelu, 'tanh');
+    const gelus = async (e) =>
+      (await e.exportProgram('forward')).ops.filter((op) => op.op === 'gelu').map((op) => op.attrs.tanh ?? 0);
+    assert.deepEqual(await gelus(tanh), [1, 1]);
+    assert.deepEqual(await gelus(erf), [0, 0]);
+    await assert.rejects(
+      Engine.create({ preset: 'tiny', model: { gelu: 'relu' } }, module),
+      /gelu must be "erf" or "tanh", got "relu"/,
+    );
+  } finally {
+    tanh.dispose();
+    erf.dispose();
   }
 });
 

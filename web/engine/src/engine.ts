@@ -34,6 +34,8 @@ export interface ModelConfig {
   d_model: number;
   n_heads: number;
   ctx: number;
+  /** The MLP's GELU: "erf" (the exact form, the default; left out of a model's info) or "tanh" (GPT-2's). */
+  gelu?: 'erf' | 'tanh';
 }
 
 export interface TrainConfig {

@@ -28,6 +28,7 @@ import {
   type CreateConfig,
   type EngineInfo,
   type EvalMetrics,
+  type FinetuneOptions,
   type InspectResult,
   type LoadOptions,
   type ExternalStep,
@@ -50,6 +51,7 @@ export interface Methods {
   info: { params: Record<string, never>; result: EngineInfo };
   setCorpus: { params: { corpus: Uint8Array | string; valFraction?: number }; result: null };
   updateTrainConfig: { params: { changes: Partial<TrainConfig> }; result: null };
+  startFinetune: { params: { options: FinetuneOptions }; result: null };
   train: { params: { steps: number; stepsPerChunk?: number }; result: StepMetrics[] };
   validationLoss: { params: Record<string, never>; result: EvalMetrics };
   profile: { params: { enable: boolean }; result: Record<string, number> };
@@ -164,6 +166,9 @@ export function serveEngine(port: Port): void {
       }
       case 'updateTrainConfig':
         await needEngine().updateTrainConfig((req.params as Methods['updateTrainConfig']['params']).changes);
+        return null;
+      case 'startFinetune':
+        await needEngine().startFinetune((req.params as Methods['startFinetune']['params']).options);
         return null;
       case 'train': {
         const p = req.params as Methods['train']['params'];
