@@ -619,13 +619,20 @@ for (const name of gpt2Models)
     try {
       const pargs = ['program', gpt2Checkpoint(name, m), '--program', 'train', '--batch', String(batch)];
       if (variant === 'lora')
-        pargs.push('--lora-rank', String(loraRank), '--lora-alpha', String(loraAlpha), '--lora-targets', 'qkv,o,fc_in,fc_out');
+        pargs.push(
+          '--lora-rank',
+          String(loraRank),
+          '--lora-alpha',
+          String(loraAlpha),
+          '--lora-targets',
+          'qkv,o,fc_in,fc_out',
+        );
       const program = JSON.parse(execFileSync(ptl, pargs, { encoding: 'utf8', maxBuffer: 1 << 28 }));
       const numelOf = (tn) => tn.shape.reduce((a, b) => a * b, 1);
       const params = program.tensors.filter((x) => x.kind === 'parameter');
       base.params = params.reduce((a, tn) => a + numelOf(tn), 0);
       base.trainable_params = params.filter((tn) => tn.trainable).reduce((a, tn) => a + numelOf(tn), 0);
-      base.buffer_gib = +(program.tensors.reduce((a, tn) => a + numelOf(tn), 0) * 4 / 2 ** 30).toFixed(2);
+      base.buffer_gib = +((program.tensors.reduce((a, tn) => a + numelOf(tn), 0) * 4) / 2 ** 30).toFixed(2);
       const r = lcg(11);
       for (const tn of params) {
         const n = numelOf(tn);
@@ -638,7 +645,9 @@ for (const name of gpt2Models)
       ex = await be.load(program);
       const loadS = (performance.now() - t0) / 1000;
       const tokens = ex.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
-      const tok = Int32Array.from({ length: tokens }, () => Math.min(m.vocab - 1, Math.floor(((r() + 1) / 2) * m.vocab)));
+      const tok = Int32Array.from({ length: tokens }, () =>
+        Math.min(m.vocab - 1, Math.floor(((r() + 1) / 2) * m.vocab)),
+      );
       ex.setInput('tokens', tok);
       ex.setInput(
         'targets',
