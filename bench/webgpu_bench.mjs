@@ -38,7 +38,8 @@
 //     N = 12 L d^2 + V d the weights of the matrix products (the tied head included; biases, LayerNorms and the
 //     embedding lookups left out), 12 L T d attention's two products forward and backward over the whole T x T
 //     (no discount for the causal mask), 4 N the frozen weights' forward and input gradient, and the last term
-//     the adapters' products forward and backward (sum of in + out over the four targets).
+//     the adapters' products forward and backward (sum of in + out over the four targets). With --gpt2 the
+//     matmuls and the presets' steps run only when --matmul / --train ask for them.
 //   {"kind":"summary","adapter", ...}
 // Timing: after at least 0.5 s of untimed runs (the GPU clocks ramp up under load), `reps`
 // products (at least 0.3 s of them) or `steps` training steps are recorded back to back and
