@@ -4,10 +4,11 @@
 # the WebAssembly SIMD+threads build on the machine's CPU cores, then bench/gpu_merge.py puts
 # them side by side (JSON lines with ratio / speedup fields).
 #
-#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run [OUTDIR]
+#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run|gpt2 [OUTDIR]
 # Results (bench/header.py's line first, <card> from nvidia-smi's name: h200, h100, ...):
 #   full: OUTDIR/webgpu_vs_cuda_<card>.jsonl   matmul3: OUTDIR/webgpu_matmul_<card>.jsonl
-#   layernorm: OUTDIR/webgpu_layernorm_<card>.jsonl; every stage's raw output in OUTDIR/raw/.
+#   layernorm: OUTDIR/webgpu_layernorm_<card>.jsonl   gpt2: OUTDIR/gpt2_vs_cuda_<card>.jsonl;
+#   every stage's raw output in OUTDIR/raw/.
 # OUTDIR defaults to bench/results (raw/ there is ignored by git); on a machine whose files come
 # back from one folder, give that folder and copy the results file into bench/results/.
 #
@@ -45,14 +46,27 @@
 #   long_run: bench/long_run (LONG_ARGS, default "--steps 20000 --every 100": Small with the native ptl
 #          on every core, then WebGPU) into OUTDIR/long_run_<card>.jsonl, the runs in
 #          OUTDIR/raw/long_run/. Same carry as train.
+#   gpt2:  GPT-2 124M (gpt2) and 355M (gpt2-medium) training steps at B 8 x T 1024, full fine-tuning
+#          (AdamW over every parameter) and LoRA (r 16, alpha 32 on c_attn, attn.c_proj, c_fc, mlp.c_proj),
+#          random weights: WebGPU (bench/webgpu_bench.mjs --gpt2, one process per model and variant) and
+#          PyTorch CUDA fp32, TF32 off, eager (bench/pytorch_cuda.py --gpt2, python_ref's model and adapters),
+#          the FMA ceiling (bench/webgpu_fma_peak.mjs), then bench/gpu_merge.py: per model and variant both
+#          sides' ms/step and tokens/s, ratio = PyTorch ms / WebGPU ms (> 1: WebGPU faster), and the fraction
+#          of the card's fp32 peak (gpu_merge.py's peak_fp32_tflops: 67 TFLOP/s for H100 SXM and H200).
+#          Every stage has a time limit, and all of them together at most GPT2_TOTAL_S (default 480) seconds;
+#          GPT2_MODELS (default gpt2,gpt2-medium), GPT2_STEPS (10), GPT2_WARMUP (3), GPT2_WARM_S (WebGPU's
+#          untimed seconds, 0.3), GPT2_STAGE_S (each WebGPU stage's limit; 100 s, gpt2-medium 150 s, PyTorch
+#          30 s more). Carry [".gpu", "web/webgpu/dist"] suffices. LOCAL=1 (with PTL_BIN=build/ptl, PYTHON=/usr/bin/python3): this
+#          machine's node and Vulkan driver, PyTorch on the CPU where there is no CUDA: a smoke test with
+#          GPT2_MODELS=gpt2-test (2 layers, d 64, vocab 50,257, B 1 x T 32).
 # Not -e: a stage that fails (a timeout, a crashed benchmark) is logged and the next one still runs,
 # so that one run of the machine's time brings back every figure it could.
 set -uo pipefail
-usage() { sed -n '7,47p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '7,61p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in
-  sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run) ;;
+  sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run|gpt2) ;;
   -h|--help) usage; exit 0 ;;
-  *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm, full, train, time_to_loss or long_run), got '${1:-}'" >&2; exit 2 ;;
+  *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm, full, train, time_to_loss, long_run or gpt2), got '${1:-}'" >&2; exit 2 ;;
 esac
 mode=$1
 (($# <= 2)) || { echo "bench/gpu_run.sh: two arguments at most (the mode and the output folder)" >&2; exit 2; }
@@ -162,6 +176,61 @@ if [[ $mode == layernorm ]]; then
   # A results file only from a run that measured something (a failed stage leaves its log in raw/).
   [[ -s $out/webgpu_layernorm.jsonl ]] && { header webgpu_layernorm; cat "$out/webgpu_layernorm.jsonl"; } > "$results/webgpu_layernorm_$card.jsonl"
   if [[ ${TESTS:-1} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
+  exit 0
+fi
+if [[ $mode == gpt2 ]]; then
+  models=${GPT2_MODELS:-gpt2,gpt2-medium}
+  total=${GPT2_TOTAL_S:-480}
+  py=${PYTHON:-python3}
+  ptl=${PTL_BIN:-.gpu/bin/ptl}
+  tdev=cuda
+  $py -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || tdev=cpu
+  work=$(mktemp -d /tmp/ptl-gpt2.XXXXXX)  # the zero-weight checkpoints webgpu_bench.mjs makes for `ptl program`
+  steps=(--steps "${GPT2_STEPS:-10}" --warmup "${GPT2_WARMUP:-3}")
+  : > "$out/webgpu_gpt2.jsonl"; : > "$out/torch_gpt2.jsonl"
+  # limit WANT: WANT seconds, or what is left of GPT2_TOTAL_S when that is less (0: skip the stage).
+  limit() { local left=$(( total - SECONDS - 5 )); (( left < 15 )) && echo 0 || echo $(( left < $1 ? left : $1 )); }
+  # stage FILE SECONDS LABEL KIND MODEL VARIANTS COMMAND...: runs COMMAND into FILE within its limit; for
+  # each of VARIANTS that it printed no line of (killed at its limit, crashed, not run) a line
+  # {"kind": KIND, "model", "variant", "error"} says why.
+  stage() {
+    local file=$1 want=$2 label=$3 kind=$4 model=$5 variants=$6; shift 6
+    local lim t0=$SECONDS tmp why rc=-1 v; lim=$(limit "$want"); tmp=$(mktemp)
+    if (( lim > 0 )); then
+      timeout -k 10 "$lim" "$@" > "$tmp" 2>> "$out/stderr.log"
+      rc=$?
+      why="exit status $rc after $(( SECONDS - t0 )) s (limit $lim s)"
+      cat "$tmp" >> "$file"
+    else
+      why="not run: the GPT2_TOTAL_S=$total seconds were spent"
+    fi
+    echo "$label rc=$rc in $(( SECONDS - t0 )) s (limit $lim s)" >> "$out/env.txt"
+    for v in ${variants//,/ }; do
+      grep -Eq "\"variant\": ?\"$v\"" "$tmp" ||
+        echo "{\"kind\": \"$kind\", \"model\": \"$model\", \"variant\": \"$v\", \"error\": \"$why\"}" >> "$file"
+    done
+    rm -f "$tmp"
+  }
+  lim=$(limit 30); : > "$out/fma.jsonl"
+  (( lim > 0 )) && timeout -k 5 "$lim" node bench/webgpu_fma_peak.mjs > "$out/fma.jsonl" 2>> "$out/stderr.log"
+  for m in ${models//,/ }; do
+    # gpt2-medium's steps take about 3x gpt2's.
+    [[ $m == gpt2-medium ]] && w=150 || w=100
+    w=${GPT2_STAGE_S:-$w}
+    for v in full lora; do
+      stage "$out/webgpu_gpt2.jsonl" $w "webgpu $m $v" gpt2_step "$m" $v \
+        node bench/webgpu_bench.mjs --ptl "$ptl" --gpt2 "$m" --gpt2-variants "$v" "${steps[@]}" --warm-s "${GPT2_WARM_S:-0.3}" --work "$work"
+    done
+    stage "$out/torch_gpt2.jsonl" $(( w + 30 )) "pytorch $m" torch_gpt2_step "$m" full,lora \
+      $py bench/pytorch_cuda.py --gpt2 "$m" --device $tdev "${steps[@]}"
+  done
+  rm -rf "$work"
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  peer="PyTorch $($py -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?'), ${tdev^^} fp32$([[ $tdev == cuda ]] && echo ', TF32 off')"
+  { header gpt2_vs_cuda --peer "$peer; python_ref's TinyGPT (tanh GELU) and LoRA adapters, eager, on $tdev"
+    $py bench/gpu_merge.py --webgpu "$out/webgpu_gpt2.jsonl" --torch "$out/torch_gpt2.jsonl" --fma "$out/fma.jsonl" --gpu-name "$gpu_name"
+  } > "$results/gpt2_vs_cuda_$card.jsonl" 2>> "$out/stderr.log"
+  echo "gpt2 mode: $SECONDS s" >> "$out/env.txt"
   exit 0
 fi
 if [[ $mode == train || $mode == time_to_loss || $mode == long_run ]]; then

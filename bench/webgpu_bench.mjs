@@ -10,6 +10,8 @@
 //                               [--ptl build-gpu/ptl] [--profile]
 //                               [--tile 64|128] [--bk 8|16] [--nt 0|1] [--tiled V,V,... (auto|off|t64|nt|wide|128x128/8x8/k16[/db0][/map1][/sw1][/sg1][/pad0][/u0][/tr1])] [--split N] [--attn-rows 32|64] [--dawn 'enable-dawn-features=a,b;...']
 //                               [--layernorm NxC,NxC,... (e.g. 8192x768,65536x1024; default none)] [--ln-variants subgroup,workgroup,auto]
+//                               [--gpt2 gpt2,gpt2-medium,gpt2-test] [--gpt2-variants full,lora] [--gpt2-batch 8]
+//                               [--lora-rank 16] [--lora-alpha 32] [--work DIR (default: the system's temp folder)]
 //
 // Prints one JSON line per measurement and a summary line:
 //   {"kind":"matmul","layout":"fwd|dx|dW","shape":"...","M","N","K","ms","gflops","max_rel_err","kernel"}
@@ -22,6 +24,22 @@
 //     --repeat N the median of N); GB_s: the bytes both must move at least (x read, y written; dy and x read by dx
 //     and again by dw/db, dx written: 7 N C floats) over ms_fwd + ms_bwd; max_abs_err: mean, rstd, dx of 4 rows
 //     against float64.
+//   {"kind":"gpt2_step","model","variant":"full|lora","batch","seq","ms_per_step","tokens_per_s","flops_per_step",
+//    "tflops","params","trainable_params","buffer_gib","dispatches","loss_first","loss_last"} (--gpt2): a training
+//     step of a GPT-2 shape (gpt2: 12 layers, d 768, 12 heads; gpt2-medium: 24 layers, d 1024, 16 heads; both ctx
+//     1024, vocab 50,257, tanh GELU, tied head; gpt2-test: 2 layers, d 64, 4 heads, ctx 32, batch 1, for smoke
+//     tests) at --gpt2-batch x ctx tokens (default 8 x 1024). full: forward, backward, clipping, AdamW over every
+//     parameter; lora: adapters of rank --lora-rank (alpha --lora-alpha) on qkv, o, fc_in, fc_out (GPT-2's c_attn,
+//     attn.c_proj, c_fc, mlp.c_proj), only they trained. The program is `ptl program` of a checkpoint that
+//     `ptl import-hf` makes of an all-zero GPT-2 folder (cached in --work; the weights are then set at random
+//     here). buffer_gib: the program's tensors (each has its own buffer). A program that cannot load (a buffer
+//     over the device's limits, out of memory) prints {"kind":"gpt2_step","model","variant","error"}.
+//     flops_per_step = tokens x (full: 6 N + 12 L T d; lora: 4 N + 12 L T d + 6 r L (4d + 2d + 5d + 5d)), with
+//     N = 12 L d^2 + V d the weights of the matrix products (the tied head included; biases, LayerNorms and the
+//     embedding lookups left out), 12 L T d attention's two products forward and backward over the whole T x T
+//     (no discount for the causal mask), 4 N the frozen weights' forward and input gradient, and the last term
+//     the adapters' products forward and backward (sum of in + out over the four targets). With --gpt2 the
+//     matmuls and the presets' steps run only when --matmul / --train ask for them.
 //   {"kind":"summary","adapter", ...}
 // Timing: after at least 0.5 s of untimed runs (the GPU clocks ramp up under load), `reps`
 // products (at least 0.3 s of them) or `steps` training steps are recorded back to back and
@@ -30,7 +48,8 @@
 // Device: the default Vulkan driver (on a GPU machine, see bench/gpu_pack.sh);
 // set VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json for SwiftShader (tiny only).
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -58,6 +77,12 @@ const args = benchArgs(
     'train',
     'warm-s',
     'warmup',
+    'gpt2',
+    'gpt2-variants',
+    'gpt2-batch',
+    'lora-rank',
+    'lora-alpha',
+    'work',
   ],
   ['layernorm', 'nt', 'profile'],
 );
@@ -90,7 +115,32 @@ for (const p of presets) {
     process.exit(2);
   }
 }
-const matmulMode = String(args.matmul ?? 'preset,4096');
+// GPT-2's shapes (docs/gpt2.md); gpt2-test is a small one of GPT-2's vocabulary for smoke tests.
+const GPT2 = {
+  gpt2: { layers: 12, d: 768, heads: 12, ctx: 1024, vocab: 50257, batch: 8 },
+  'gpt2-medium': { layers: 24, d: 1024, heads: 16, ctx: 1024, vocab: 50257, batch: 8 },
+  'gpt2-test': { layers: 2, d: 64, heads: 4, ctx: 32, vocab: 50257, batch: 1 },
+};
+const gpt2Models = String(args.gpt2 ?? '')
+  .split(',')
+  .filter(Boolean);
+const gpt2Variants = String(args['gpt2-variants'] ?? 'full,lora')
+  .split(',')
+  .filter(Boolean);
+for (const [opt, given, allowed] of [
+  ['--gpt2', gpt2Models, Object.keys(GPT2)],
+  ['--gpt2-variants', gpt2Variants, ['full', 'lora']],
+]) {
+  const bad = given.filter((x) => !allowed.includes(x));
+  if (bad.length) {
+    console.error(`bench/webgpu_bench.mjs: ${opt}: unknown ${bad.join(', ')} (choose from ${allowed.join(', ')})`);
+    process.exit(2);
+  }
+}
+const loraRank = Number(args['lora-rank'] ?? 16);
+const loraAlpha = Number(args['lora-alpha'] ?? 32);
+// With --gpt2 the matmuls and the presets' steps run only when asked for.
+const matmulMode = String(args.matmul ?? (gpt2Models.length ? 'none' : 'preset,4096'));
 const steps = Number(args.steps ?? 20);
 const warmup = Number(args.warmup ?? 3);
 const reps = Number(args.reps ?? 20);
@@ -99,7 +149,7 @@ const minMs = Number(args['min-ms'] ?? 300);
 const layouts = String(args.layouts ?? 'fwd')
   .split(',')
   .filter(Boolean);
-const doTrain = String(args.train ?? '1') !== '0';
+const doTrain = String(args.train ?? (gpt2Models.length ? '0' : '1')) !== '0';
 const tag = args.tag ? String(args.tag) : undefined;
 const ptl = String(args.ptl ?? process.env.PTL ?? path.join(ROOT, 'build-gpu', 'ptl'));
 
@@ -484,6 +534,153 @@ for (const p of doTrain ? presets : []) {
   ex.destroy();
   be.clearStore(); // drop this preset's weights and moments before the next
 }
+// ---- GPT-2 training steps (--gpt2) ---------------------------------------------------------------
+// The model config reaches `ptl program` through a checkpoint: `ptl import-hf` of a GPT-2 folder whose
+// weights are all zero (the file is extended past its header, so nothing is written for them).
+function gpt2Checkpoint(name, m) {
+  const dir = path.join(
+    String(args.work ?? os.tmpdir()),
+    `ptl-${name}-L${m.layers}-d${m.d}-h${m.heads}-t${m.ctx}-v${m.vocab}`,
+  );
+  const ckpt = path.join(dir, 'model.tinygpt');
+  if (existsSync(ckpt)) return ckpt;
+  const hf = path.join(dir, 'hf');
+  mkdirSync(hf, { recursive: true });
+  const { layers: L, d, heads, ctx, vocab } = m;
+  const config = {
+    model_type: 'gpt2',
+    vocab_size: vocab,
+    n_layer: L,
+    n_embd: d,
+    n_head: heads,
+    n_positions: ctx,
+    activation_function: 'gelu_new',
+    layer_norm_epsilon: 1e-5,
+  };
+  writeFileSync(path.join(hf, 'config.json'), JSON.stringify(config));
+  const shapes = [
+    ['wte.weight', [vocab, d]],
+    ['wpe.weight', [ctx, d]],
+  ];
+  for (let l = 0; l < L; l++)
+    for (const [n, sh] of [
+      ['ln_1.weight', [d]],
+      ['ln_1.bias', [d]],
+      ['attn.c_attn.weight', [d, 3 * d]],
+      ['attn.c_attn.bias', [3 * d]],
+      ['attn.c_proj.weight', [d, d]],
+      ['attn.c_proj.bias', [d]],
+      ['ln_2.weight', [d]],
+      ['ln_2.bias', [d]],
+      ['mlp.c_fc.weight', [d, 4 * d]],
+      ['mlp.c_fc.bias', [4 * d]],
+      ['mlp.c_proj.weight', [4 * d, d]],
+      ['mlp.c_proj.bias', [d]],
+    ])
+      shapes.push([`h.${l}.${n}`, sh]);
+  shapes.push(['ln_f.weight', [d]], ['ln_f.bias', [d]]);
+  const header = {};
+  let offset = 0;
+  for (const [n, sh] of shapes) {
+    const bytes = sh.reduce((a, b) => a * b, 1) * 4;
+    header[n] = { dtype: 'F32', shape: sh, data_offsets: [offset, offset + bytes] };
+    offset += bytes;
+  }
+  let json = JSON.stringify(header);
+  while ((json.length + 8) % 8) json += ' ';
+  const head = Buffer.alloc(8 + json.length);
+  head.writeBigUInt64LE(BigInt(json.length), 0);
+  head.write(json, 8, 'utf8');
+  const st = path.join(hf, 'model.safetensors');
+  const fd = openSync(st, 'w');
+  writeSync(fd, head);
+  closeSync(fd);
+  truncateSync(st, head.length + offset);
+  execFileSync(ptl, ['import-hf', hf, '--out', ckpt], { stdio: ['ignore', 'ignore', 'inherit'] });
+  rmSync(hf, { recursive: true, force: true });
+  return ckpt;
+}
+
+// Floating-point operations of one step (see the header comment for the formula).
+function gpt2Flops(m, tokens, variant, seq) {
+  const { layers: L, d, vocab: V } = m;
+  const N = 12 * L * d * d + V * d;
+  const attn = 12 * L * seq * d;
+  const perToken = variant === 'full' ? 6 * N + attn : 4 * N + attn + 6 * loraRank * L * 16 * d;
+  return perToken * tokens;
+}
+
+for (const name of gpt2Models)
+  for (const variant of gpt2Variants) {
+    const m = GPT2[name];
+    const batch = Number(args['gpt2-batch'] ?? m.batch);
+    const base = { kind: 'gpt2_step', model: name, variant, batch, seq: m.ctx };
+    if (variant === 'lora') Object.assign(base, { lora_rank: loraRank, lora_alpha: loraAlpha });
+    let ex;
+    try {
+      const pargs = ['program', gpt2Checkpoint(name, m), '--program', 'train', '--batch', String(batch)];
+      if (variant === 'lora')
+        pargs.push(
+          '--lora-rank',
+          String(loraRank),
+          '--lora-alpha',
+          String(loraAlpha),
+          '--lora-targets',
+          'qkv,o,fc_in,fc_out',
+        );
+      const program = JSON.parse(execFileSync(ptl, pargs, { encoding: 'utf8', maxBuffer: 1 << 28 }));
+      const numelOf = (tn) => tn.shape.reduce((a, b) => a * b, 1);
+      const params = program.tensors.filter((x) => x.kind === 'parameter');
+      base.params = params.reduce((a, tn) => a + numelOf(tn), 0);
+      base.trainable_params = params.filter((tn) => tn.trainable).reduce((a, tn) => a + numelOf(tn), 0);
+      base.buffer_gib = +((program.tensors.reduce((a, tn) => a + numelOf(tn), 0) * 4) / 2 ** 30).toFixed(2);
+      const r = lcg(11);
+      for (const tn of params) {
+        const n = numelOf(tn);
+        const data = new Float32Array(n);
+        if (/ln\d?\.weight$|ln_f\.weight$/.test(tn.name)) data.fill(1);
+        else if (!tn.name.endsWith('.bias')) for (let i = 0; i < n; i++) data[i] = r() * 0.035; // ~N(0, 0.02) spread
+        be.setPersistent(tn.name, tn.shape, data);
+      }
+      const t0 = performance.now();
+      ex = await be.load(program);
+      const loadS = (performance.now() - t0) / 1000;
+      const tokens = ex.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
+      const tok = Int32Array.from({ length: tokens }, () =>
+        Math.min(m.vocab - 1, Math.floor(((r() + 1) / 2) * m.vocab)),
+      );
+      ex.setInput('tokens', tok);
+      ex.setInput(
+        'targets',
+        tok.map((x) => (x * 7 + 3) % m.vocab),
+      );
+      ex.setHparams(3e-4, 1);
+      const first = (await ex.run(['loss'])).get('loss')[0];
+      await timeRuns(ex, warmup);
+      await warm(ex);
+      const ms = await timeRuns(ex, steps);
+      const last = (await ex.run(['loss'])).get('loss')[0];
+      const flops = gpt2Flops(m, tokens, variant, m.ctx);
+      emit({
+        ...base,
+        ms_per_step: +ms.toFixed(3),
+        tokens_per_s: Math.round((tokens / ms) * 1000),
+        flops_per_step: flops,
+        tflops: +(flops / (ms * 1e9)).toFixed(2),
+        steps,
+        dispatches: ex.dispatchCount,
+        load_s: +loadS.toFixed(2),
+        loss_first: first,
+        loss_last: last,
+      });
+      summary.train.push({ model: name, variant, ms_per_step: +ms.toFixed(3) });
+    } catch (e) {
+      emit({ ...base, error: String(e.message ?? e).slice(0, 500) });
+    }
+    ex?.destroy();
+    be.clearStore();
+  }
+
 emit(summary);
 device.destroy();
 process.exit(0);
