@@ -219,6 +219,30 @@ TEST(Linear, ForwardMatchesNaive) {
   }
 }
 
+// A few rows (sampling's one token) take another plan than a batch (W packed by the task that
+// uses each panel): a plan is only a choice of speed, so each row's outputs are bitwise the
+// batch's, with the bias and without, on one thread and on several.
+TEST(Linear, FewRowsGiveTheBatchsOutputsBitwise) {
+  const int64_t M = 300, N = 200, K = 96;
+  const Vec x = randn(M * K, 50), W = randn(N * K, 51), b = randn(N, 52);
+  const int saved = num_threads();
+  for (int threads : {1, 3}) {
+    set_num_threads(threads);
+    for (bool with_bias : {true, false}) {
+      Vec batch(M * N);
+      linear_forward(batch.data(), x.data(), W.data(), with_bias ? b.data() : nullptr, M, N, K);
+      for (int64_t rows : {1, 2, 5}) {
+        Vec few(rows * N);
+        const int64_t m0 = 7 * rows;
+        linear_forward(few.data(), x.data() + m0 * K, W.data(), with_bias ? b.data() : nullptr, rows, N, K);
+        for (int64_t i = 0; i < rows * N; i++)
+          ASSERT_EQ(few[i], batch[m0 * N + i]) << "rows=" << rows << " i=" << i << " threads=" << threads;
+      }
+    }
+  }
+  set_num_threads(saved);
+}
+
 TEST(Linear, BackwardMatchesFiniteDifferences) {
   for (const auto [M, N, K] : kLinearShapes) {
     Vec x = randn(M * K, 33), W = randn(N * K, 34, 0.5f), b = randn(N, 35);

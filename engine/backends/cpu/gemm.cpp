@@ -109,7 +109,7 @@ void tile(float* C, int64_t ldc, const float* A, int64_t a_i, int64_t a_p, const
     for (int r = 0; r < R; r++) {
       const vf ar = simd::splat(a[r * a_i]);
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; v++) acc[r][v] += ar * b[v];
+      for (int v = 0; v < NV; v++) acc[r][v] = simd::fmadd(ar, b[v], acc[r][v]);
     }
   }
   if (cols == NV * kW) {

@@ -14,6 +14,9 @@
 // CPU erf), so that element-wise kernels vectorise completely.
 #include <cstdint>
 #include <cstring>
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 namespace ptl::cpu::simd {
 
@@ -36,6 +39,22 @@ inline vf load(const float* p) {
 }
 inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 inline vf splat(float x) { return x - vf{}; }  // x - (+0) is exactly x, so this folds to a broadcast
+
+// a * b + c rounded once where the target has a fused multiply-add, else rounded twice. The
+// compiler contracts a * b + c on its own only where it chooses to: GCC left one instantiation of
+// the matrix kernel (a 1-row tile with AVX2) as a multiply and an add, so a token's outputs
+// depended on how many rows shared its tile. A kernel whose floats must not depend on the plan
+// says fmadd.
+inline vf fmadd(vf a, vf b, vf c) {
+#if defined(__AVX512F__)
+  return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__)
+  if constexpr (kW == 8) return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+  return a * b + c;
+#else
+  return a * b + c;
+#endif
+}
 
 // Lane-wise select: m ? a : b, m a comparison result (all ones or all zeros per lane).
 inline vf select(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
