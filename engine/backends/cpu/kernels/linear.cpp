@@ -64,7 +64,7 @@ enum class ARead {
 enum class BRead {
   packed,          // panels packed by a pass of their own, before the tasks
   in_place,        // row-major, whole panels: read through its row stride, no copy
-  packed_in_task,  // each task packs its own panel of its chunk into a buffer that stays in L1
+  packed_in_task,  // each task packs its own panel of its chunk (or of all of p) into a buffer in its cache
 };
 
 // kRows floats of a strip are copied by a loop of that fixed count, which compiles to a few vector
@@ -186,7 +186,7 @@ struct Product {
       const float* b = b_panel(q, p0);
       if (b_read == BRead::packed_in_task) {
         thread_local std::vector<float> chunk_panel;
-        float* buf = gemm::scratch(chunk_panel, size_t(kChunkP * gemm::kCols));
+        float* buf = gemm::scratch(chunk_panel, size_t(np * gemm::kCols));
         gemm::pack_panel(buf, B + p0 * b_p, b_p, b_j, np, J, q);
         b = buf;
       }
@@ -269,7 +269,10 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
   // A B that must be packed, for a product split over p with a single row block: each piece of B
   // is used by exactly one task, which packs it into L1 itself, where a pass of its own would send
   // all of B through memory twice more (written packed, read back).
-  if (!b_in_place && p.by_chunk() && !a_columns && p.row_blocks() == 1)
+  // The same for a product of one row block summed in one pass (a few tokens through a layer, as
+  // in sampling with the KV cache): each panel of W is packed by the one task that uses it, and
+  // the weights are read from memory once per token instead of three times.
+  if (!b_in_place && !a_columns && p.row_blocks() == 1 && (p.by_chunk() || p.sum == Sum::whole))
     p.b_read = BRead::packed_in_task;
   else if (b_direct)
     p.b_read = BRead::in_place;
