@@ -120,6 +120,37 @@ GPT2 = {
 LORA_TARGETS = ("qkv", "o", "fc_in", "fc_out")
 
 
+def time_training(model, optimizer, clip, vocab, batch, seq, steps, warmup, dev):
+    """Training steps on one random batch: the first step's loss, then `warmup` steps and at least
+    0.5 s more untimed (clocks up, caches warm), then `steps` timed back to back between two device
+    synchronisations. Returns (first loss, last loss, ms per step)."""
+    g = torch.Generator(device=dev).manual_seed(42)
+    xb = torch.randint(0, vocab, (batch, seq), generator=g, device=dev)
+    yb = torch.randint(0, vocab, (batch, seq), generator=g, device=dev)
+
+    def step():
+        _, loss = model(xb, yb)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        clip()
+        optimizer.step()
+        return loss
+
+    first = step().item()
+    for _ in range(warmup):
+        step()
+    sync(dev)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.5:
+        step()
+    sync(dev)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    sync(dev)
+    return first, loss.item(), (time.perf_counter() - t0) * 1e3 / steps
+
+
 def gpt2_flops(cfg, tokens, variant, rank):
     """Floating-point operations of one step: tokens x (full: 6 N + 12 L T d; lora: 4 N + 12 L T d
     + 6 r L 16 d), N = 12 L d^2 + V d (the matrix products' weights, the tied head included), 12 L T d
@@ -157,31 +188,7 @@ def bench_gpt2(name, variant, optimizer_kind, batch, rank, alpha, steps, warmup,
     else:
         optimizer = torch.optim.AdamW(groups, lr=3e-4, betas=opt.BETAS, eps=opt.EPS, fused=True)
         clip = lambda: torch.nn.utils.clip_grad_norm_(params, opt.GRAD_CLIP, foreach=True)  # noqa: E731
-    g = torch.Generator(device=dev).manual_seed(42)
-    xb = torch.randint(0, cfg.vocab_size, (batch, cfg.ctx), generator=g, device=dev)
-    yb = torch.randint(0, cfg.vocab_size, (batch, cfg.ctx), generator=g, device=dev)
-
-    def step():
-        _, loss = model(xb, yb)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        clip()
-        optimizer.step()
-        return loss
-
-    first = step().item()
-    for _ in range(warmup):
-        step()
-    sync(dev)
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 0.5:  # clocks up, caches warm
-        step()
-    sync(dev)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = step()
-    sync(dev)
-    ms = (time.perf_counter() - t0) * 1e3 / steps
+    first, last, ms = time_training(model, optimizer, clip, cfg.vocab_size, batch, cfg.ctx, steps, warmup, dev)
     tokens = batch * cfg.ctx
     flops = gpt2_flops(cfg, tokens, variant, rank)
     o = {
@@ -204,7 +211,7 @@ def bench_gpt2(name, variant, optimizer_kind, batch, rank, alpha, steps, warmup,
             "tflops": round(flops / (ms * 1e9), 2),
             "steps": steps,
             "loss_first": first,
-            "loss_last": loss.item(),
+            "loss_last": last,
         }
     )
     if dev.type == "cuda":
@@ -223,31 +230,7 @@ def bench_train(preset, variant, steps, warmup, dev):
     else:
         optimizer = torch.optim.AdamW(opt.param_groups(model), lr=3e-4, betas=opt.BETAS, eps=opt.EPS, fused=True)
         clip = lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), opt.GRAD_CLIP, foreach=True)  # noqa: E731
-    g = torch.Generator(device=dev).manual_seed(42)
-    xb = torch.randint(0, 256, (batch, cfg.ctx), generator=g, device=dev)
-    yb = torch.randint(0, 256, (batch, cfg.ctx), generator=g, device=dev)
-
-    def step():
-        _, loss = model(xb, yb)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        clip()
-        optimizer.step()
-        return loss
-
-    first = step().item()
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 0.5:  # clocks up, caches warm
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = step()
-    torch.cuda.synchronize()
-    ms = (time.perf_counter() - t0) * 1e3 / steps
+    first, last, ms = time_training(model, optimizer, clip, 256, batch, cfg.ctx, steps, warmup, dev)
     tokens = batch * cfg.ctx
     emit(
         {
@@ -258,7 +241,7 @@ def bench_train(preset, variant, steps, warmup, dev):
             "ms_per_step": round(ms, 3),
             "tokens_per_s": round(tokens / ms * 1e3),
             "loss_first": first,
-            "loss_last": loss.item(),
+            "loss_last": last,
             "max_memory_mib": round(torch.cuda.max_memory_allocated() / 2**20),
         }
     )

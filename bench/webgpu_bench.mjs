@@ -238,6 +238,35 @@ async function timeRuns(ex, count) {
   return (performance.now() - t0) / count;
 }
 
+// Random weights for a training step (speed does not depend on the values): LayerNorm gains 1,
+// biases 0, the rest spread like N(0, 0.02).
+function setRandomParameters(params, r) {
+  for (const tn of params) {
+    const n = tn.shape.reduce((a, b) => a * b, 1);
+    const data = new Float32Array(n);
+    if (/ln\d?\.weight$|ln_f\.weight$/.test(tn.name)) data.fill(1);
+    else if (!tn.name.endsWith('.bias')) for (let i = 0; i < n; i++) data[i] = r() * 0.035; // ~N(0, 0.02) spread
+    be.setPersistent(tn.name, tn.shape, data);
+  }
+}
+
+// A training program's steps on one batch (targets derived from the tokens): the first loss,
+// `warmup` untimed steps and the clock warm-up, then `steps` timed back to back, and the last loss.
+async function timeTraining(ex, tok, vocab) {
+  ex.setInput('tokens', tok);
+  ex.setInput(
+    'targets',
+    tok.map((x) => (x * 7 + 3) % vocab),
+  );
+  ex.setHparams(3e-4, 1);
+  const first = (await ex.run(['loss'])).get('loss')[0];
+  await timeRuns(ex, warmup);
+  await warm(ex);
+  const ms = await timeRuns(ex, steps);
+  const last = (await ex.run(['loss'])).get('loss')[0];
+  return { first, ms, last };
+}
+
 // ---- matmul: the three products of a Linear layer x[M,K], W[N,K], dy[M,N] ----------------------
 //   fwd: y = x W^T [M,N]   dx: dy W [M,K]   dW: dy^T x [N,K]
 async function benchMatmul(label, M, N, K, layout = 'fwd', repeat = 1) {
@@ -485,29 +514,16 @@ for (const p of doTrain ? presets : []) {
     execFileSync(ptl, ['program', '--preset', p, '--program', 'train'], { encoding: 'utf8', maxBuffer: 1 << 28 }),
   );
   const r = lcg(7);
-  for (const tn of program.tensors.filter((x) => x.kind === 'parameter')) {
-    const n = tn.shape.reduce((a, b) => a * b, 1);
-    const data = new Float32Array(n);
-    if (/ln\d?\.weight$|ln_f\.weight$/.test(tn.name)) data.fill(1);
-    else if (!tn.name.endsWith('.bias')) for (let i = 0; i < n; i++) data[i] = r() * 0.035; // ~N(0, 0.02) spread
-    be.setPersistent(tn.name, tn.shape, data);
-  }
+  setRandomParameters(
+    program.tensors.filter((x) => x.kind === 'parameter'),
+    r,
+  );
   const t0 = performance.now();
   const ex = await be.load(program);
   const loadS = (performance.now() - t0) / 1000;
   const tokens = ex.tensor('tokens').info.shape.reduce((a, b) => a * b, 1);
   const tok = Int32Array.from({ length: tokens }, () => Math.floor((r() + 1) * 127.99));
-  ex.setInput('tokens', tok);
-  ex.setInput(
-    'targets',
-    tok.map((x) => (x * 7 + 3) % 256),
-  );
-  ex.setHparams(3e-4, 1);
-  const first = (await ex.run(['loss'])).get('loss')[0];
-  await timeRuns(ex, warmup);
-  await warm(ex);
-  const ms = await timeRuns(ex, steps);
-  const last = (await ex.run(['loss'])).get('loss')[0];
+  const { first, ms, last } = await timeTraining(ex, tok, 256);
   const o = {
     kind: 'train_step',
     preset: p,
@@ -635,13 +651,7 @@ for (const name of gpt2Models)
       base.trainable_params = params.filter((tn) => tn.trainable).reduce((a, tn) => a + numelOf(tn), 0);
       base.buffer_gib = +((program.tensors.reduce((a, tn) => a + numelOf(tn), 0) * 4) / 2 ** 30).toFixed(2);
       const r = lcg(11);
-      for (const tn of params) {
-        const n = numelOf(tn);
-        const data = new Float32Array(n);
-        if (/ln\d?\.weight$|ln_f\.weight$/.test(tn.name)) data.fill(1);
-        else if (!tn.name.endsWith('.bias')) for (let i = 0; i < n; i++) data[i] = r() * 0.035; // ~N(0, 0.02) spread
-        be.setPersistent(tn.name, tn.shape, data);
-      }
+      setRandomParameters(params, r);
       const t0 = performance.now();
       ex = await be.load(program);
       const loadS = (performance.now() - t0) / 1000;
@@ -649,17 +659,7 @@ for (const name of gpt2Models)
       const tok = Int32Array.from({ length: tokens }, () =>
         Math.min(m.vocab - 1, Math.floor(((r() + 1) / 2) * m.vocab)),
       );
-      ex.setInput('tokens', tok);
-      ex.setInput(
-        'targets',
-        tok.map((x) => (x * 7 + 3) % m.vocab),
-      );
-      ex.setHparams(3e-4, 1);
-      const first = (await ex.run(['loss'])).get('loss')[0];
-      await timeRuns(ex, warmup);
-      await warm(ex);
-      const ms = await timeRuns(ex, steps);
-      const last = (await ex.run(['loss'])).get('loss')[0];
+      const { first, ms, last } = await timeTraining(ex, tok, m.vocab);
       const flops = gpt2Flops(m, tokens, variant, m.ctx);
       emit({
         ...base,
