@@ -41,7 +41,6 @@
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/error.h"
 #include "engine/lora.h"
-#include "engine/memory.h"
 #include "engine/model.h"
 #include "engine/trainer.h"
 
@@ -294,37 +293,16 @@ nlohmann::json bench_preset(const BenchArgs& a, const std::string& name) {
   for (auto& t : batch.inputs) t = int32_t(rng.below(uint64_t(V)));
   for (auto& t : batch.targets) t = int32_t(rng.below(uint64_t(V)));
 
-  // Rows as long as the context: the trainer's own step. Shorter rows: the same training program
-  // built for them (the trainer's steps are always ctx long), run on the trainer's weights, with
-  // what Trainer::train_step writes (tokens, targets, the step's learning rate and number).
-  std::unique_ptr<cpu::Executor> short_rows;
-  if (T < preset.model.ctx) {
-    BuildOptions opt;
-    opt.batch = B;
-    opt.seq = T;
-    opt.lora = lora;
-    check_training_fits(preset.model, opt, tc, int64_t(trainer.store().bytes()));
-    short_rows = std::make_unique<cpu::Executor>(build_train_program(preset.model, opt, tc), trainer.store());
-  }
-  cpu::Executor& ex = short_rows ? *short_rows : trainer.train_executor();
-  int64_t step = 0;
-  auto train_step = [&] {
-    if (!short_rows) return (void)trainer.train_step(batch);
-    ex.write("tokens", batch.inputs.data(), batch.inputs.size() * 4);
-    ex.write("targets", batch.targets.data(), batch.targets.size() * 4);
-    const float hp[2] = {float(tc.lr_at(step)), float(step + 1)};
-    ex.write("optim.hparams", hp, sizeof hp);
-    ex.run();
-    step++;
-  };
-  for (int i = 0; i < a.warmup; i++) train_step();
+  // The trainer builds its training program for the batch's rows (--seq may be shorter than ctx).
+  cpu::Executor& ex = trainer.train_executor(T);
+  for (int i = 0; i < a.warmup; i++) trainer.train_step(batch);
   ex.profile = a.ops;
   ex.op_seconds.clear();
   std::vector<double> times;
   const double cpu0 = cpu_s();
   for (int i = 0; i < a.steps; i++) {
     const double t0 = now_s();
-    train_step();
+    trainer.train_step(batch);
     times.push_back(now_s() - t0);
   }
   const double cpu_per_step = (cpu_s() - cpu0) / a.steps;

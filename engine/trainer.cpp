@@ -128,10 +128,15 @@ const Corpus& Trainer::corpus() const {
   return *corpus_;
 }
 
-cpu::Executor& Trainer::train_executor() {
+cpu::Executor& Trainer::train_executor(int seq) {
+  if (seq != 0 && seq != (train_seq_ ? train_seq_ : model_.ctx)) {
+    train_exec_.reset();
+    train_seq_ = seq == model_.ctx ? 0 : seq;
+  }
   if (!train_exec_) {
     BuildOptions opt;
     opt.batch = train_.batch;
+    opt.seq = train_seq_;
     opt.loss_mask = train_masked_;
     opt.lora = lora_;
     // Refused before the arena is allocated, naming the bytes needed and the limit (the weights,
@@ -164,9 +169,12 @@ Batch Trainer::next_train_batch() {
 StepResult Trainer::train_step() { return train_step(next_train_batch()); }
 
 int64_t Trainer::count_external_step(const Batch& batch) {
-  check(batch.batch == train_.batch && batch.seq == model_.ctx, "batch shape [" + std::to_string(batch.batch) + ", " +
-                                                                    std::to_string(batch.seq) +
-                                                                    "] does not match the training program");
+  check(batch.batch == train_.batch && batch.seq >= 1 && batch.seq <= model_.ctx,
+        "batch shape [" + std::to_string(batch.batch) + ", " + std::to_string(batch.seq) +
+            "]: the run trains batches of " + std::to_string(train_.batch) + " rows of 1 to " +
+            std::to_string(model_.ctx) + " tokens");
+  check(batch.inputs.size() == size_t(batch.batch) * batch.seq && batch.targets.size() == batch.inputs.size(),
+        "batch tokens do not match its shape");
   state_.tokens_seen += int64_t(batch.batch) * batch.seq;
   return ++state_.step;
 }
@@ -211,9 +219,12 @@ void Trainer::set_step(int64_t step) {
 }
 
 StepResult Trainer::train_step(const Batch& batch) {
-  check(batch.batch == train_.batch && batch.seq == model_.ctx, "batch shape [" + std::to_string(batch.batch) + ", " +
-                                                                    std::to_string(batch.seq) +
-                                                                    "] does not match the training program");
+  check(batch.batch == train_.batch && batch.seq >= 1 && batch.seq <= model_.ctx,
+        "batch shape [" + std::to_string(batch.batch) + ", " + std::to_string(batch.seq) +
+            "]: the run trains batches of " + std::to_string(train_.batch) + " rows of 1 to " +
+            std::to_string(model_.ctx) + " tokens");
+  check(batch.inputs.size() == size_t(batch.batch) * batch.seq && batch.targets.size() == batch.inputs.size(),
+        "batch tokens do not match its shape");
   check(batch.mask.empty() || batch.mask.size() == batch.inputs.size(), "batch mask does not match its tokens");
   auto t0 = std::chrono::steady_clock::now();
   if (!batch.mask.empty() && !train_masked_) {
@@ -223,7 +234,7 @@ StepResult Trainer::train_step(const Batch& batch) {
     train_exec_.reset();
   }
   // Through the executor interface only: inputs in, run, scalars out.
-  Executor& ex = train_executor();
+  Executor& ex = train_executor(batch.seq);
   ex.write("tokens", batch.inputs.data(), batch.inputs.size() * 4);
   ex.write("targets", batch.targets.data(), batch.targets.size() * 4);
   if (train_masked_) {

@@ -78,9 +78,11 @@ class Trainer {
   bool has_corpus() const { return corpus_ != nullptr; }
   const Corpus& corpus() const;
 
-  StepResult train_step();                    // train_step(next_train_batch())
-  StepResult train_step(const Batch& batch);  // on a given batch (tests, parity); batch.mask = SFT loss mask
-  double batch_loss(const Batch& batch);      // the evaluation program's mean loss (no logits kept)
+  StepResult train_step();  // train_step(next_train_batch())
+  // On a given batch (tests, parity, benchmarks): the run's batch size, rows of at most the context
+  // (the training program is built for the batch's row length); batch.mask = SFT loss mask.
+  StepResult train_step(const Batch& batch);
+  double batch_loss(const Batch& batch);  // the evaluation program's mean loss (no logits kept)
   // The logits [B*T, V] of the batch's inputs (the forward program; its targets are not read),
   // valid until the next call or change of weights.
   const float* logits(const Batch& batch);
@@ -171,7 +173,9 @@ class Trainer {
   void add_elapsed(double seconds) { state_.elapsed_seconds += seconds; }
   // Gradient of parameter `name` after the last train_step (before clipping).
   const float* gradient(const std::string& name);
-  cpu::Executor& train_executor();
+  // The training program's executor for rows of `seq` tokens (0: those of the last step, at first
+  // the context); another length builds the program again (`ptl bench --seq`: GPT-2 at T 64).
+  cpu::Executor& train_executor(int seq = 0);
 
  private:
   Trainer() = default;
@@ -193,6 +197,7 @@ class Trainer {
   std::string base_sha256_;
   std::string lora_merged_;    // metadata "lora_merged" of a model with adapters folded in
   bool train_masked_ = false;  // the training program has a loss_mask input
+  int train_seq_ = 0;          // tokens per row of train_exec_'s program (0: the context)
   std::unique_ptr<cpu::Executor> train_exec_, generate_exec_;
   std::unique_ptr<cpu::Executor> inspect_exec_;  // for one prompt length (rebuilt when it changes)
   struct Generation {

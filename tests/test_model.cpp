@@ -112,6 +112,28 @@ TEST(Model, TokenOrTargetOutsideTheVocabularyIsAnError) {
   }
 }
 
+// A step on rows shorter than the context (GPT-2 at T 64 keeps its 1,024 positions): the training
+// program is built for them, its loss is the evaluation's on the same rows, and the next step at
+// the full length goes back to the context's program. Longer rows or another batch size are refused.
+TEST(Model, TrainStepOnRowsShorterThanTheContext) {
+  Trainer tr(tiny(), train_config(2));  // tiny: context 32
+  const Batch short_rows = random_batch(2, 12, 7);
+  const double expected = tr.batch_loss(short_rows);
+  const StepResult r = tr.train_step(short_rows);
+  EXPECT_DOUBLE_EQ(r.loss, expected);
+  EXPECT_EQ(r.tokens, 24);
+  EXPECT_EQ(tr.train_executor().program().tensors[tr.train_executor().program().find("tokens")].shape,
+            (std::vector<int64_t>{2, 12}));
+  const Batch whole = random_batch(2, 32, 8);
+  const double expected_whole = tr.batch_loss(whole);
+  EXPECT_DOUBLE_EQ(tr.train_step(whole).loss, expected_whole);
+  EXPECT_EQ(tr.state().step, 2);
+  EXPECT_EQ(error_of([&] { tr.train_step(random_batch(2, 33, 9)); }),
+            "batch shape [2, 33]: the run trains batches of 2 rows of 1 to 32 tokens");
+  EXPECT_EQ(error_of([&] { tr.train_step(random_batch(3, 12, 9)); }),
+            "batch shape [3, 12]: the run trains batches of 2 rows of 1 to 32 tokens");
+}
+
 TEST(Model, UntrainedLossIsNearLog256) {
   Trainer tr(tiny(), train_config(4));
   const double loss = tr.batch_loss(random_batch(4, 32, 3));

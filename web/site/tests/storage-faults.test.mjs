@@ -23,6 +23,14 @@ async function setUpRun(page, steps) {
   await page.fill('#autosave-every', '10');
 }
 
+/** Trains such a run of 10 steps and waits for its autosave of step 10. */
+async function trainToFirstAutosave(page) {
+  await setUpRun(page, 10);
+  await page.click('#start');
+  await waitIdleAt(page, 10);
+  assert.equal(await page.evaluate(() => document.body.dataset.autosaved), '10');
+}
+
 /** The autosave's files in the origin-private file system: name -> size. */
 const opfsFiles = (page) =>
   page.evaluate(async () => {
@@ -77,10 +85,7 @@ test('storage quota full: the autosave fails with a message, training goes on, t
   const { page } = s;
   try {
     await waitReady(page);
-    await setUpRun(page, 10);
-    await page.click('#start');
-    await waitIdleAt(page, 10);
-    assert.equal(await page.evaluate(() => document.body.dataset.autosaved), '10');
+    await trainToFirstAutosave(page);
     // A real quota (Chromium's, through DevTools): what is stored now and half a run file more.
     // Each save writes a whole new run file before the old one goes, so the next one cannot fit.
     const files = await opfsFiles(page);
@@ -194,10 +199,7 @@ test('a damaged autosave: the page loads, names the damage and offers to discard
   const { page } = s;
   try {
     await waitReady(page);
-    await setUpRun(page, 10);
-    await page.click('#start');
-    await waitIdleAt(page, 10);
-    assert.equal(await page.evaluate(() => document.body.dataset.autosaved), '10');
+    await trainToFirstAutosave(page);
     const cases = [
       ['garbage', /the autosave file \(42 bytes\) does not start with the autosave's signature/],
       ['truncate', /the autosave is [\d,]+ bytes where its header says [\d,]+: it was cut short/],
@@ -206,9 +208,7 @@ test('a damaged autosave: the page loads, names the damage and offers to discard
     for (const [how, why] of cases) {
       // Each case starts from a whole autosave: the same run saved again.
       if (how !== 'garbage') {
-        await setUpRun(page, 10);
-        await page.click('#start');
-        await waitIdleAt(page, 10);
+        await trainToFirstAutosave(page);
       }
       await damageAutosave(page, how);
       await page.reload();
@@ -238,11 +238,8 @@ test('a damaged autosave: the page loads, names the damage and offers to discard
     assert.ok(await page.isHidden('#restore-banner'));
     assert.equal(await page.evaluate(() => document.body.dataset.restoreFailed), undefined);
     // A new run trains and autosaves.
-    await setUpRun(page, 10);
-    await page.click('#start');
-    await waitIdleAt(page, 10);
+    await trainToFirstAutosave(page);
     assert.equal((await losses(page)).length, 10);
-    assert.equal(await page.evaluate(() => document.body.dataset.autosaved), '10');
     s.assertNoErrors('the playground (damaged autosave)');
   } finally {
     await s.close();
