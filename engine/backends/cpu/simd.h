@@ -48,9 +48,8 @@ inline vf splat(float x) { return x - vf{}; }  // x - (+0) is exactly x, so this
 inline vf fmadd(vf a, vf b, vf c) {
 #if defined(__AVX512F__)
   return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
-#elif defined(__FMA__)
-  if constexpr (kW == 8) return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
-  return a * b + c;
+#elif defined(__FMA__)  // FMA implies AVX: kW is 8
+  return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
 #else
   return a * b + c;
 #endif
