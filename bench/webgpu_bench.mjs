@@ -25,14 +25,15 @@
 //     and again by dw/db, dx written: 7 N C floats) over ms_fwd + ms_bwd; max_abs_err: mean, rstd, dx of 4 rows
 //     against float64.
 //   {"kind":"gpt2_step","model","variant":"full|lora","batch","seq","ms_per_step","tokens_per_s","flops_per_step",
-//    "tflops","params","trainable_params","buffer_gib","dispatches","loss_first","loss_last"} (--gpt2): a training
+//    "tflops","params","trainable_params","buffer_gib","buffer_gib_unshared","dispatches","loss_first","loss_last"} (--gpt2): a training
 //     step of a GPT-2 shape (gpt2: 12 layers, d 768, 12 heads; gpt2-medium: 24 layers, d 1024, 16 heads; both ctx
 //     1024, vocab 50,257, tanh GELU, tied head; gpt2-test: 2 layers, d 64, 4 heads, ctx 32, batch 1, for smoke
 //     tests) at --gpt2-batch x ctx tokens (default 8 x 1024). full: forward, backward, clipping, AdamW over every
 //     parameter; lora: adapters of rank --lora-rank (alpha --lora-alpha) on qkv, o, fc_in, fc_out (GPT-2's c_attn,
 //     attn.c_proj, c_fc, mlp.c_proj), only they trained. The program is `ptl program` of a checkpoint that
 //     `ptl import-hf` makes of an all-zero GPT-2 folder (cached in --work; the weights are then set at random
-//     here). buffer_gib: the program's tensors (each has its own buffer). A program that cannot load (a buffer
+//     here). buffer_gib: the buffers of the program's tensors (the weights and moments, and the rest sharing buffers by
+//     liveness; buffer_gib_unshared: a buffer per tensor). A program that cannot load (a buffer
 //     over the device's limits, out of memory) prints {"kind":"gpt2_step","model","variant","error"}.
 //     flops_per_step = tokens x (full: 6 N + 12 L T d; lora: 4 N + 12 L T d + 6 r L (4d + 2d + 5d + 5d)), with
 //     N = 12 L d^2 + V d the weights of the matrix products (the tied head included; biases, LayerNorms and the
@@ -54,6 +55,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { benchArgs } from './args.mjs';
+import { GPT2, gpt2Checkpoint } from './gpt2_shapes.mjs';
 
 const args = benchArgs(
   import.meta.url,
@@ -116,11 +118,6 @@ for (const p of presets) {
   }
 }
 // GPT-2's shapes (docs/gpt2.md); gpt2-test is a small one of GPT-2's vocabulary for smoke tests.
-const GPT2 = {
-  gpt2: { layers: 12, d: 768, heads: 12, ctx: 1024, vocab: 50257, batch: 8 },
-  'gpt2-medium': { layers: 24, d: 1024, heads: 16, ctx: 1024, vocab: 50257, batch: 8 },
-  'gpt2-test': { layers: 2, d: 64, heads: 4, ctx: 32, vocab: 50257, batch: 1 },
-};
 const gpt2Models = String(args.gpt2 ?? '')
   .split(',')
   .filter(Boolean);
@@ -180,7 +177,7 @@ const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : [
   ...variantOptions(tiledList[0]),
 });
 const { backend: be, device } = gpu;
-const { WebGPUBackend } = await import(path.join(DIST, 'index.js'));
+const { WebGPUBackend, planMemory } = await import(path.join(DIST, 'index.js'));
 const baseOptions = {
   matmulTile: tileOpt,
   matmulSplit: splitOpt,
@@ -551,72 +548,6 @@ for (const p of doTrain ? presets : []) {
   be.clearStore(); // drop this preset's weights and moments before the next
 }
 // ---- GPT-2 training steps (--gpt2) ---------------------------------------------------------------
-// The model config reaches `ptl program` through a checkpoint: `ptl import-hf` of a GPT-2 folder whose
-// weights are all zero (the file is extended past its header, so nothing is written for them).
-function gpt2Checkpoint(name, m) {
-  const dir = path.join(
-    String(args.work ?? os.tmpdir()),
-    `ptl-${name}-L${m.layers}-d${m.d}-h${m.heads}-t${m.ctx}-v${m.vocab}`,
-  );
-  const ckpt = path.join(dir, 'model.tinygpt');
-  if (existsSync(ckpt)) return ckpt;
-  const hf = path.join(dir, 'hf');
-  mkdirSync(hf, { recursive: true });
-  const { layers: L, d, heads, ctx, vocab } = m;
-  const config = {
-    model_type: 'gpt2',
-    vocab_size: vocab,
-    n_layer: L,
-    n_embd: d,
-    n_head: heads,
-    n_positions: ctx,
-    activation_function: 'gelu_new',
-    layer_norm_epsilon: 1e-5,
-  };
-  writeFileSync(path.join(hf, 'config.json'), JSON.stringify(config));
-  const shapes = [
-    ['wte.weight', [vocab, d]],
-    ['wpe.weight', [ctx, d]],
-  ];
-  for (let l = 0; l < L; l++)
-    for (const [n, sh] of [
-      ['ln_1.weight', [d]],
-      ['ln_1.bias', [d]],
-      ['attn.c_attn.weight', [d, 3 * d]],
-      ['attn.c_attn.bias', [3 * d]],
-      ['attn.c_proj.weight', [d, d]],
-      ['attn.c_proj.bias', [d]],
-      ['ln_2.weight', [d]],
-      ['ln_2.bias', [d]],
-      ['mlp.c_fc.weight', [d, 4 * d]],
-      ['mlp.c_fc.bias', [4 * d]],
-      ['mlp.c_proj.weight', [4 * d, d]],
-      ['mlp.c_proj.bias', [d]],
-    ])
-      shapes.push([`h.${l}.${n}`, sh]);
-  shapes.push(['ln_f.weight', [d]], ['ln_f.bias', [d]]);
-  const header = {};
-  let offset = 0;
-  for (const [n, sh] of shapes) {
-    const bytes = sh.reduce((a, b) => a * b, 1) * 4;
-    header[n] = { dtype: 'F32', shape: sh, data_offsets: [offset, offset + bytes] };
-    offset += bytes;
-  }
-  let json = JSON.stringify(header);
-  while ((json.length + 8) % 8) json += ' ';
-  const head = Buffer.alloc(8 + json.length);
-  head.writeBigUInt64LE(BigInt(json.length), 0);
-  head.write(json, 8, 'utf8');
-  const st = path.join(hf, 'model.safetensors');
-  const fd = openSync(st, 'w');
-  writeSync(fd, head);
-  closeSync(fd);
-  truncateSync(st, head.length + offset);
-  execFileSync(ptl, ['import-hf', hf, '--out', ckpt], { stdio: ['ignore', 'ignore', 'inherit'] });
-  rmSync(hf, { recursive: true, force: true });
-  return ckpt;
-}
-
 // Floating-point operations of one step (see the header comment for the formula).
 function gpt2Flops(m, tokens, variant, seq) {
   const { layers: L, d, vocab: V } = m;
@@ -634,7 +565,14 @@ for (const name of gpt2Models)
     if (variant === 'lora') Object.assign(base, { lora_rank: loraRank, lora_alpha: loraAlpha });
     let ex;
     try {
-      const pargs = ['program', gpt2Checkpoint(name, m), '--program', 'train', '--batch', String(batch)];
+      const pargs = [
+        'program',
+        gpt2Checkpoint(ptl, String(args.work ?? os.tmpdir()), name, m),
+        '--program',
+        'train',
+        '--batch',
+        String(batch),
+      ];
       if (variant === 'lora')
         pargs.push(
           '--lora-rank',
@@ -649,7 +587,14 @@ for (const name of gpt2Models)
       const params = program.tensors.filter((x) => x.kind === 'parameter');
       base.params = params.reduce((a, tn) => a + numelOf(tn), 0);
       base.trainable_params = params.filter((tn) => tn.trainable).reduce((a, tn) => a + numelOf(tn), 0);
-      base.buffer_gib = +((program.tensors.reduce((a, tn) => a + numelOf(tn), 0) * 4) / 2 ** 30).toFixed(2);
+      // The persistent tensors (weights, moments) and the buffers the program's other tensors share by
+      // liveness (web/webgpu/src/memory.ts); unshared: a buffer per tensor.
+      const persistentBytes = program.tensors
+        .filter((tn) => ['parameter', 'optim_state', 'state'].includes(tn.kind))
+        .reduce((a, tn) => a + numelOf(tn) * 4, 0);
+      const plan = planMemory(program);
+      base.buffer_gib = +((persistentBytes + plan.bytes) / 2 ** 30).toFixed(2);
+      base.buffer_gib_unshared = +((persistentBytes + plan.unshared) / 2 ** 30).toFixed(2);
       const r = lcg(11);
       setRandomParameters(params, r);
       const t0 = performance.now();

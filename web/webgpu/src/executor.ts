@@ -13,6 +13,7 @@
 // - Device errors (validation, out-of-memory, uncaptured errors, device loss) are collected and
 //   turned into WebGPUError exceptions at the next call.
 import { type IncludeAliases, type KernelSource, sourceWithIncludes, specialise, withIncludes } from './kernels.js';
+import { type MemoryPlan, bufferBytes, planMemory } from './memory.js';
 import {
   TILED_DEFAULT,
   type TiledConfig,
@@ -477,9 +478,10 @@ export class WebGPUBackend {
   }
 
   // Loads a program: allocates its tensors, plans and prepares every dispatch.
-  async load(program: string | ProgramJSON): Promise<Executor> {
+  // share = false gives every tensor a buffer of its own (Executor's constructor).
+  async load(program: string | ProgramJSON, share = true): Promise<Executor> {
     this.check();
-    const ex = new Executor(this, parseProgram(program));
+    const ex = new Executor(this, parseProgram(program), share);
     try {
       await ex.prepare();
     } catch (e) {
@@ -1409,8 +1411,11 @@ export class Executor {
     if (!b || bound < b.bound) this.idBounds.set(id, { bound, why });
   }
   runs = 0;
+  readonly memory: MemoryPlan;
 
-  constructor(backend: WebGPUBackend, program: ProgramJSON) {
+  // share = false: every tensor in a buffer of its own, so that after a run each holds what its
+  // op wrote (tests that look inside a run); it costs every activation at once.
+  constructor(backend: WebGPUBackend, program: ProgramJSON, share = true) {
     this.backend = backend;
     this.program = program;
     // Every tensor against the device's buffer limits before the first buffer is created: a
@@ -1430,12 +1435,29 @@ export class Executor {
           `; a smaller batch, context or model fits`,
       );
     }
-    this.tensors = program.tensors.map((t) => {
-      if (isPersistent(t)) return backend.persistent(t);
-      const g = backend.createBuffer(t, t.name);
-      this.owned.push(g.buffer);
-      return g;
+    // Non-persistent tensors share buffers by liveness (memory.ts); persistent ones live in the
+    // backend's store, shared by every program of the model.
+    this.memory = planMemory(program, share);
+    const slots = this.memory.slotBytes.map((size, s) => {
+      const names = program.tensors.filter((_, i) => this.memory.slot[i] === s).map((t) => t.name);
+      const buffer = backend.device.createBuffer({
+        label: names.length > 1 ? `${names[0]} (+${names.length - 1} more)` : names[0],
+        size,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+      });
+      this.owned.push(buffer);
+      return buffer;
     });
+    this.tensors = program.tensors.map((t, i) =>
+      isPersistent(t)
+        ? backend.persistent(t)
+        : { info: t, buffer: slots[this.memory.slot[i]!]!, bytes: numel(t.shape) * 4 },
+    );
+  }
+
+  // Bytes of this program's own buffers (the persistent tensors are the backend's).
+  get bufferBytes(): number {
+    return this.memory.bytes;
   }
 
   get dispatchCount(): number {
@@ -1462,6 +1484,10 @@ export class Executor {
   }
   private buf(id: number): GPUBuffer {
     return this.tensors[id]!.buffer;
+  }
+  // A binding covers its tensor, not the rest of a buffer shared with larger tensors.
+  private bindBytes(id: number): number {
+    return bufferBytes(this.shape(id));
   }
   private name(id: number): string {
     return this.program.tensors[id]!.name;
@@ -1523,11 +1549,11 @@ export class Executor {
       },
       r: (binding, id) =>
         id >= 0
-          ? { binding, buffer: this.buf(id), access: 'r', what: this.name(id) }
+          ? { binding, buffer: this.buf(id), access: 'r', what: this.name(id), size: this.bindBytes(id) }
           : { binding, buffer: this.readDummy(), access: 'r', what: '(absent)' },
       w: (binding, id) =>
         id >= 0
-          ? { binding, buffer: this.buf(id), access: 'w', what: this.name(id) }
+          ? { binding, buffer: this.buf(id), access: 'w', what: this.name(id), size: this.bindBytes(id) }
           : { binding, buffer: this.writeDummy(dummies++), access: 'w', what: '(absent)' },
       shape: (id) => this.shape(id),
       numel: (id) => this.numel(id),
@@ -1826,7 +1852,7 @@ export class Executor {
     const align = this.backend.device.limits.minStorageBufferOffsetAlignment;
     if (offset % align !== 0)
       throw new WebGPUError(`${label}: row ${first} of '${t.info.name}' is not ${align}-byte aligned`);
-    const size = Math.min(Math.ceil((count * width * 4) / 16) * 16, t.buffer.size - offset);
+    const size = Math.min(Math.ceil((count * width * 4) / 16) * 16, bufferBytes(t.info.shape) - offset);
     return {
       binding,
       buffer: t.buffer,

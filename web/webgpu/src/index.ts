@@ -29,6 +29,7 @@ export {
 } from './checks.js';
 export { decodeSafeTensors, encodeSafeTensors, type SafeTensorsFile, type StTensor } from './safetensors.js';
 export { parseProgram, numel, type ProgramJSON, type TensorInfo, type OpInfo } from './program.js';
+export { planMemory, bufferBytes, type MemoryPlan } from './memory.js';
 export {
   specialise,
   withIncludes,

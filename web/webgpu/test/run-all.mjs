@@ -64,7 +64,19 @@ rmSync(join(OUT, 'inspect.json'), { force: true });
 const files = (
   process.argv.length > 2
     ? process.argv.slice(2)
-    : ['executor', 'safetensors', 'kernels', 'dropout', 'generate', 'inspect', 'train', 'train-cli', 'gpt2', 'lora']
+    : [
+        'executor',
+        'memory',
+        'safetensors',
+        'kernels',
+        'dropout',
+        'generate',
+        'inspect',
+        'train',
+        'train-cli',
+        'gpt2',
+        'lora',
+      ]
 ).map((f) => join(PKG, 'test', `${f}.test.mjs`));
 const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', ...files], {
   stdio: 'inherit',
