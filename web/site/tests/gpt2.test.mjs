@@ -4,7 +4,8 @@
 // loss chart, whose loss falls; a sample shows its tokens/s; the PEFT adapter downloads and native
 // `ptl lora import-peft` reads it onto native `ptl import-hf` of the same folder; the merged
 // model downloads as a Hugging Face folder that native `ptl import-hf` reads; a reload offers the
-// model remembered in OPFS; a bad folder shows the engine's message.
+// model remembered in OPFS; a bad folder shows the engine's message; the folder picker reads the
+// same model, and SFT (every weight, WebAssembly) on prompt/response pairs lowers their loss.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -15,7 +16,7 @@ import { OUT, openSite, ptl, shootBoth, waitReady } from './helpers.mjs';
 
 const FILES = ['config.json', 'model.safetensors', 'vocab.json', 'merges.txt'];
 
-test('GPT-2: pick a folder, LoRA on WebGPU and WebAssembly, loss chart, tokens/s, PEFT and merged downloads, remembered after a reload, bad folder refused', async () => {
+test('GPT-2: pick a folder, LoRA on WebGPU and WebAssembly, loss chart, tokens/s, PEFT and merged downloads, remembered after a reload, bad folder refused, the folder picker, SFT', async () => {
   const dir = path.join(OUT, 'gpt2');
   fs.rmSync(dir, { recursive: true, force: true });
   const hf = writeRandomGpt2(path.join(dir, 'tiny-gpt2'), TINY);
@@ -164,6 +165,34 @@ test('GPT-2: pick a folder, LoRA on WebGPU and WebAssembly, loss chart, tokens/s
     assert.match(await page.textContent('#gpt2-status'), /GPT-2 with 2 layers, d 32/);
     assert.doesNotMatch(await page.textContent('#gpt2-status'), /Remembered/, 'read from OPFS, not stored again');
     assert.equal(await page.inputValue('#ft-source'), 'gpt2');
+
+    // The folder picker (webkitdirectory) hands over the whole folder; then SFT on it: every
+    // weight, on WebAssembly, on prompt/response pairs whose loss counts only the responses.
+    await page.setInputFiles('#gpt2-folder', hf);
+    await page.waitForFunction(() => document.getElementById('gpt2-status').className.includes('ok'));
+    assert.match(await page.textContent('#gpt2-status'), /GPT-2 with 2 layers, d 32, 2 heads, ctx 64, vocab 257/);
+    const pairs = path.join(dir, 'pairs.jsonl');
+    const animals = ['cat', 'dog', 'fox', 'owl'];
+    fs.writeFileSync(
+      pairs,
+      Array.from({ length: 40 }, (_, i) =>
+        JSON.stringify({ prompt: `Where is the ${animals[i % 4]}?`, response: ` On the mat, ${i % 7}.` }),
+      ).join('\n') + '\n',
+    );
+    await page.selectOption('#backend', 'wasm-threads');
+    await page.waitForFunction(() => document.body.dataset.backend === 'wasm');
+    await page.selectOption('#ft-mode', 'full');
+    await page.setInputFiles('#ft-file', pairs);
+    await page.fill('#ft-lr', '0.003');
+    await page.fill('#ft-steps', '8');
+    await page.click('#ft-start');
+    await page.waitForFunction(() => document.body.dataset.ft === 'training');
+    await page.waitForFunction(() => document.body.dataset.ft !== 'training', null, { timeout: 6 * 60 * 1000 });
+    const sft = await page.textContent('#ft-status');
+    assert.match(sft, /^Fine-tuned 8 steps on WebAssembly, every weight \([\d,]+ parameters\)\./, sft);
+    const sftLosses = await page.evaluate(() => window.ptlFinetune.losses);
+    assert.equal(sftLosses.length, 8, sft);
+    assert.ok(sftLosses.at(-1) < sftLosses[0], `the replies' loss falls: ${sftLosses[0]} -> ${sftLosses.at(-1)}`);
     s.assertNoErrors('the GPT-2 flow');
   } finally {
     await s.close();
