@@ -62,7 +62,12 @@ InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
 
 void Trainer::begin_generation(const std::vector<int32_t>& prompt, const SamplingOptions& opt) {
   for (int32_t t : prompt) check(t >= 0 && t < model_.vocab_size, "prompt token outside the vocabulary");
-  if (!generate_exec_) generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_), store_);
+  if (!generate_exec_) {
+    generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_), store_);
+    // A token is a single row through every weight: the weights stay packed between tokens,
+    // until they change (TensorStore::changed()).
+    generate_exec_->pack_weights = true;
+  }
   // An empty prompt starts from a newline, as if a new paragraph began.
   gen_ = std::make_unique<Generation>(
       Generation{Sampler(opt), prompt.empty() ? start_tokens() : prompt, 0, std::vector<float>(model_.vocab_size)});
