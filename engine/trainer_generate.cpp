@@ -80,8 +80,24 @@ int32_t Trainer::next_token() {
   const int V = model_.vocab_size, ctx = model_.ctx;
   const int L = int(g.seq.size());
   const float* logits;
-  if (L <= ctx) {
-    // Within the context, the KV cache is exact: feed only the tokens it has not seen.
+  if (L <= ctx && L - g.cached > 1) {
+    // Within the context, the KV cache is exact: feed only the tokens it has not seen. Several
+    // (a prompt) go through the generate program over as many rows at once, a product per
+    // weight instead of one per token; every row's floats are those of feeding the tokens one
+    // at a time (build_generate_program), so the continuation is the same.
+    const int n = L - g.cached;
+    if (!prefill_exec_ || prefill_exec_->program().tensor(prefill_exec_->program().id("tokens")).shape[1] != n) {
+      prefill_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_, n), store_);
+      prefill_exec_->pack_weights = true;  // the packs the tokens after it read
+    }
+    cpu::Executor& pre = *prefill_exec_;
+    std::memcpy(pre.i32("tokens"), g.seq.data() + g.cached, size_t(n) * 4);
+    pre.i32("pos0")[0] = g.cached;
+    pre.run();
+    g.cached = L;
+    logits = pre.f32("logits") + size_t(n - 1) * V;
+  } else if (L <= ctx) {
+    // One new token (the one sampled last).
     for (; g.cached < L; ++g.cached) {
       dec.i32("tokens")[0] = g.seq[g.cached];
       dec.i32("pos0")[0] = g.cached;

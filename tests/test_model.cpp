@@ -389,6 +389,44 @@ TEST(Model, SamplingAfterATrainingStepUsesTheNewWeights) {
   EXPECT_NE(after, before);
 }
 
+TEST(Model, APromptThroughTheCacheAtOnceGivesTheLogitsOfOneTokenAtATime) {
+  // Trainer::next_token runs a prompt through the generate program over all its tokens at once:
+  // every row's logits, and the keys and values it caches, must be bitwise those of feeding the
+  // tokens one at a time; also for tokens that start past position 0, and with the weights packed.
+  for (const ModelConfig& mc : {tiny(), find_preset("small").model}) {
+    Trainer tr(mc, train_config(1));
+    cpu::TensorStore& store = tr.store();
+    const int V = mc.vocab_size;
+    const std::vector<int32_t> tokens = {'T', 'h', 'e', ' ', 'c', 'a', 't'};
+    const size_t L = tokens.size(), row = size_t(mc.d_model);
+    cpu::Executor one(build_generate_program(mc), store);
+    const std::vector<float> want = decode_logits(one, tokens, V);
+    auto cache = [&] {  // the rows of every layer's keys and values the tokens wrote
+      std::vector<float> c;
+      for (int l = 0; l < mc.n_layers; ++l)
+        for (const char* which : {"cache.k.", "cache.v."}) {
+          const float* p = static_cast<const cpu::TensorStore&>(store).find(which + std::to_string(l));
+          c.insert(c.end(), p, p + L * row);
+        }
+      return c;
+    };
+    const std::vector<float> want_cache = cache();
+    for (bool packed : {false, true})
+      for (size_t first : {size_t(0), size_t(3)}) {
+        const int n = int(L - first);
+        cpu::Executor many(build_generate_program(mc, {}, n), store);
+        many.pack_weights = packed;
+        decode_logits(one, std::vector<int32_t>(tokens.begin(), tokens.begin() + long(first)), V);
+        std::memcpy(many.i32("tokens"), tokens.data() + first, size_t(n) * 4);
+        many.i32("pos0")[0] = int32_t(first);
+        many.run();
+        const std::string tag = std::string(packed ? "packed" : "unpacked") + " from " + std::to_string(first);
+        EXPECT_EQ(0, std::memcmp(many.f32("logits"), want.data() + first * V, size_t(n) * V * 4)) << tag;
+        EXPECT_EQ(cache(), want_cache) << tag;
+      }
+  }
+}
+
 TEST(Model, TinyMemorisesA256ByteText) {
   // Every byte value once, in a shuffled order: each byte fixes the next, so a perfect memory
   // reaches loss 0 at every position (English text would leave the first byte of each window
