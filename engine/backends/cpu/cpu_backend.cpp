@@ -327,8 +327,9 @@ void Executor::run_op(const Op& op) {
     }
     case OpKind::linear: {
       const int64_t K = shape(op.inputs[0]).back(), M = numel(op.inputs[0]) / K, N = shape(op.inputs[1])[0];
-      if (pack_weights && program_.tensor(op.inputs[1]).kind == TensorKind::parameter)
-        linear_forward_packed(out_f(0), in_f(0), store_.packed_linear_weight(in_f(1), N, K), in_f(2), M, N, K);
+      const bool packable = pack_weights && program_.tensor(op.inputs[1]).kind == TensorKind::parameter;
+      if (const float* packed = packable ? store_.packed_linear_weight(in_f(1), N, K) : nullptr)
+        linear_forward_packed(out_f(0), in_f(0), packed, in_f(2), M, N, K);
       else
         linear_forward(out_f(0), in_f(0), in_f(1), in_f(2), M, N, K);
       break;

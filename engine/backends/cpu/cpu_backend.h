@@ -42,7 +42,7 @@ class TensorStore {
   std::vector<std::string> names() const;
 
   // W [N, K], one of these tensors, packed for linear_forward_packed: made on first use, kept
-  // until the next change.
+  // until the next change; null where there is no memory for it.
   const float* packed_linear_weight(const float* W, int64_t N, int64_t K) { return packed_.get(W, N, K); }
   size_t packed_bytes() const { return packed_.bytes(); }
   // A tensor may have been written: the packed weights go. Code that keeps a pointer from this

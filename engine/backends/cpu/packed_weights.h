@@ -20,7 +20,8 @@ namespace ptl::cpu {
 class PackedWeights {
  public:
   // The panels of W [N, K] as linear_pack_weight lays them out, packed on first use (on the
-  // pool's threads).
+  // pool's threads); null where their memory could not be allocated (then the products pack W
+  // as they go: slower, the same floats).
   const float* get(const float* W, int64_t N, int64_t K);
   void clear() { packs_.clear(); }
   size_t count() const { return packs_.size(); }
@@ -30,6 +31,7 @@ class PackedWeights {
   struct Pack {
     int64_t N = 0, K = 0;
     Buffer panels;
+    bool failed = false;  // no memory for the panels: not tried again until clear()
   };
   std::map<const float*, Pack> packs_;  // by the weight's address in the store
 };
