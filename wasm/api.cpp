@@ -629,9 +629,10 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_tensor_names(int h) {
   return guarded(
       [&] {
         ptl::Trainer& t = *session(h).trainer;
+        const ptl::cpu::TensorStore& store = t.store();  // const: a look writes nothing (the packed weights stay)
         json out = json::array();
         for (const auto& ti : t.state_tensors())
-          out.push_back({{"name", ti.name}, {"shape", ti.shape}, {"present", t.store().find(ti.name) != nullptr}});
+          out.push_back({{"name", ti.name}, {"shape", ti.shape}, {"present", store.find(ti.name) != nullptr}});
         return text_result(out.dump());
       },
       (const char*)nullptr);
