@@ -87,12 +87,12 @@ class Executor : public ptl::Executor {
 
   // Per-op wall time, accumulated over runs when profiling is on (for `ptl bench --ops`).
   bool profile = false;
+  std::map<std::string, double> op_seconds;
   // Linear ops read their weights as packed panels the store keeps (TensorStore::
   // packed_linear_weight), bitwise the same outputs: for a program run many times on unchanged
   // weights with few rows (generation), where packing W for every product costs more than the
   // product. The packs hold about the weights' bytes again.
   bool pack_weights = false;
-  std::map<std::string, double> op_seconds;
 
  private:
   void run_op(const Op& op);

@@ -102,8 +102,8 @@ struct Product {
   // in L2, every row block streams all of B from L3, so the blocks are 8 times taller: each panel
   // of B then serves 8 times the rows from L2 before the next one comes.
   int64_t block_rows = kBlockRows;
-  const float* packed = nullptr;  // BRead::packed: every panel of B (given, or packed by the tasks below)
-  float* pack_into = nullptr;     // a packing pass writes `packed` here (null: B came packed)
+  const float* packed = nullptr;  // BRead::packed: every panel of B (given, or made by the packing pass)
+  float* pack_into = nullptr;     // where the packing pass writes `packed` (null: B came packed)
   float* partial = nullptr;       // Sum::partials: chunks 1 .. of the sum, each I x ldc
   float* a_strips = nullptr;      // ARead::chunk_strips: strip s (rows s kRows ..) at s kRows kChunkP
 
