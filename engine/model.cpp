@@ -335,12 +335,13 @@ Program build_train_program(const ModelConfig& cfg, const BuildOptions& opt, con
   return p;
 }
 
-Program build_generate_program(const ModelConfig& cfg, const LoraConfig& lora) {
+Program build_generate_program(const ModelConfig& cfg, const LoraConfig& lora, int seq) {
   Program p;
   p.name = "generate";
   BuildOptions opt;
   opt.batch = 1;
-  opt.seq = 1;
+  opt.seq = seq;
+  check(seq >= 1, "generate: the program must take at least one token");
   opt.lora = lora;
   build_forward(p, cfg, opt);
   return p;

@@ -62,9 +62,11 @@ Program build_eval_program(const ModelConfig&, const BuildOptions&);     // loss
 // LoRA dropout above 0) "dropout.seed" i32[2] = {dropout::key_of(seed), 1-based step}.
 // Outputs: "loss", "grad_norm".
 Program build_train_program(const ModelConfig&, const BuildOptions&, const TrainConfig&);
-// One token at a time with a KV cache ("cache.k.{i}", "cache.v.{i}" [ctx, d], kind state).
-// Inputs: "tokens" i32[1, 1], "pos0" i32[1] (the token's position). Output: "logits" [1, V].
-Program build_generate_program(const ModelConfig&, const LoraConfig& = {});
+// Generation with a KV cache ("cache.k.{i}", "cache.v.{i}" [ctx, d], kind state): `seq` tokens
+// (one at a time, or a prompt's at once) at positions pos0 .. pos0 + seq - 1, their keys and
+// values written to the cache. Inputs: "tokens" i32[1, seq], "pos0" i32[1] (the first token's
+// position). Output: "logits" [seq, V], row i bitwise what the tokens one at a time give.
+Program build_generate_program(const ModelConfig&, const LoraConfig& = {}, int seq = 1);
 // "Watch the model think": the forward pass of one sequence of `seq` tokens (1..ctx) with every
 // layer's attention probabilities ("blocks.{i}.attn.probs" [1, H, seq, seq], results no op
 // reads) and the logits [seq, V]. The forward program's builder with attention_probs set.

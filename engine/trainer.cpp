@@ -84,6 +84,7 @@ void Trainer::drop_programs() {
   train_exec_.reset();
   generate_exec_.reset();
   inspect_exec_.reset();
+  prefill_exec_.reset();
   gen_.reset();  // its KV cache and program are gone
   eval_execs_.clear();
   forward_execs_.clear();

@@ -200,6 +200,7 @@ class Trainer {
   int train_seq_ = 0;          // tokens per row of train_exec_'s program (0: the context)
   std::unique_ptr<cpu::Executor> train_exec_, generate_exec_;
   std::unique_ptr<cpu::Executor> inspect_exec_;  // for one prompt length (rebuilt when it changes)
+  std::unique_ptr<cpu::Executor> prefill_exec_;  // the generate program over a prompt's tokens (as inspect_exec_)
   struct Generation {
     Sampler sampler;
     std::vector<int32_t> seq;  // prompt and generated tokens

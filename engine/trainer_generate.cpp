@@ -62,7 +62,12 @@ InspectResult Trainer::inspect(const std::vector<int32_t>& prompt, int top_k) {
 
 void Trainer::begin_generation(const std::vector<int32_t>& prompt, const SamplingOptions& opt) {
   for (int32_t t : prompt) check(t >= 0 && t < model_.vocab_size, "prompt token outside the vocabulary");
-  if (!generate_exec_) generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_), store_);
+  if (!generate_exec_) {
+    generate_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_), store_);
+    // A token is a single row through every weight: the weights stay packed between tokens,
+    // until they change (TensorStore::changed()).
+    generate_exec_->pack_weights = true;
+  }
   // An empty prompt starts from a newline, as if a new paragraph began.
   gen_ = std::make_unique<Generation>(
       Generation{Sampler(opt), prompt.empty() ? start_tokens() : prompt, 0, std::vector<float>(model_.vocab_size)});
@@ -75,8 +80,24 @@ int32_t Trainer::next_token() {
   const int V = model_.vocab_size, ctx = model_.ctx;
   const int L = int(g.seq.size());
   const float* logits;
-  if (L <= ctx) {
-    // Within the context, the KV cache is exact: feed only the tokens it has not seen.
+  if (L <= ctx && L - g.cached > 1) {
+    // Within the context, the KV cache is exact: feed only the tokens it has not seen. Several
+    // (a prompt) go through the generate program over as many rows at once, a product per
+    // weight instead of one per token; every row's floats are those of feeding the tokens one
+    // at a time (build_generate_program), so the continuation is the same.
+    const int n = L - g.cached;
+    if (!prefill_exec_ || prefill_exec_->program().tensor(prefill_exec_->program().id("tokens")).shape[1] != n) {
+      prefill_exec_ = std::make_unique<cpu::Executor>(build_generate_program(model_, lora_, n), store_);
+      prefill_exec_->pack_weights = true;  // the packs the tokens after it read
+    }
+    cpu::Executor& pre = *prefill_exec_;
+    std::memcpy(pre.i32("tokens"), g.seq.data() + g.cached, size_t(n) * 4);
+    pre.i32("pos0")[0] = g.cached;
+    pre.run();
+    g.cached = L;
+    logits = pre.f32("logits") + size_t(n - 1) * V;
+  } else if (L <= ctx) {
+    // One new token (the one sampled last).
     for (; g.cached < L; ++g.cached) {
       dec.i32("tokens")[0] = g.seq[g.cached];
       dec.i32("pos0")[0] = g.cached;

@@ -243,6 +243,34 @@ TEST(Linear, FewRowsGiveTheBatchsOutputsBitwise) {
   set_num_threads(saved);
 }
 
+TEST(Linear, PackedWeightGivesTheSameOutputsBitwise) {
+  // A weight packed once (linear_pack_weight, as generation keeps them) gives linear_forward's
+  // floats: every plan (one row, a few, many row blocks; a K past one pass), with and without
+  // the bias, at 1 and 3 threads.
+  const int saved = num_threads();
+  const LinearShape shapes[] = {{1, 1, 1}, {5, 7, 6}, {300, 200, 96}, {2, 70, 1030}, {1, 768, 48}};
+  for (int threads : {1, 3}) {
+    set_num_threads(threads);
+    for (const auto [M0, N, K] : shapes) {
+      const Vec W = randn(N * K, 61), b = randn(N, 62);
+      Vec packed(linear_packed_floats(N, K));
+      linear_pack_weight(packed.data(), W.data(), N, K);
+      for (int64_t M : {int64_t(1), int64_t(3), M0}) {
+        const Vec x = randn(M * K, 60);
+        for (bool with_bias : {true, false}) {
+          Vec want(M * N, 7.0f), got(M * N, 9.0f);
+          linear_forward(want.data(), x.data(), W.data(), with_bias ? b.data() : nullptr, M, N, K);
+          linear_forward_packed(got.data(), x.data(), packed.data(), with_bias ? b.data() : nullptr, M, N, K);
+          for (int64_t i = 0; i < M * N; i++)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                << "M=" << M << " N=" << N << " K=" << K << " i=" << i << " threads=" << threads;
+        }
+      }
+    }
+  }
+  set_num_threads(saved);
+}
+
 TEST(Linear, BackwardMatchesFiniteDifferences) {
   for (const auto [M, N, K] : kLinearShapes) {
     Vec x = randn(M * K, 33), W = randn(N * K, 34, 0.5f), b = randn(N, 35);

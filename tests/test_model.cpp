@@ -305,6 +305,128 @@ TEST(Model, GenerationPastTheContextCropsTheWindow) {
   EXPECT_EQ(int(std::max_element(row, row + 256) - row), seq[i]);
 }
 
+namespace {
+// The generate program's logits at positions 0 .. n - 1 of `tokens`, through its KV cache.
+std::vector<float> decode_logits(cpu::Executor& ex, const std::vector<int32_t>& tokens, int V) {
+  std::vector<float> out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    ex.i32("tokens")[0] = tokens[i];
+    ex.i32("pos0")[0] = int32_t(i);
+    ex.run();
+    out.insert(out.end(), ex.f32("logits"), ex.f32("logits") + V);
+  }
+  return out;
+}
+}  // namespace
+
+TEST(Model, PackedWeightsFollowEveryChangeOfTheWeights) {
+  // Generation keeps the linear weights packed between tokens (packed_weights.h). Its logits must
+  // be bitwise those of an executor that packs them for every product, after every way the
+  // weights change, each of which changes the logits (stale packs would show).
+  Trainer tr(tiny(), train_config(2));
+  cpu::TensorStore& store = tr.store();
+  cpu::Executor packed(build_generate_program(tiny()), store), plain(build_generate_program(tiny()), store);
+  packed.pack_weights = true;
+  const std::vector<int32_t> tokens = {'T', 'h', 'e', ' ', 'c'};
+  std::vector<float> last;
+  auto expect_fresh = [&](const std::string& after) {
+    const std::vector<float> got = decode_logits(packed, tokens, 256);
+    EXPECT_GT(store.packed_bytes(), 0u) << after;
+    const std::vector<float> want = decode_logits(plain, tokens, 256);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "after " << after;
+    EXPECT_NE(got, last) << after << " did not change the logits";
+    last = got;
+  };
+  expect_fresh("the first tokens");
+  tr.train_step(random_batch(2, 32, 5));
+  expect_fresh("a training step");
+  store.find("blocks.0.mlp.fc_in.weight")[3] += 0.5f;
+  expect_fresh("a write through TensorStore::find");
+  std::vector<float> q(size_t(store.numel("blocks.1.attn.q_proj.weight")));
+  std::memcpy(q.data(), static_cast<const cpu::TensorStore&>(store).find("blocks.1.attn.q_proj.weight"), q.size() * 4);
+  q[7] -= 0.25f;
+  plain.write("blocks.1.attn.q_proj.weight", q.data(), q.size() * 4);
+  expect_fresh("an executor's write");
+  std::vector<float> emb(size_t(store.numel("tok_emb.weight")), 0.01f);
+  tr.write_tensor("tok_emb.weight", emb.data(), emb.size() * 4);
+  expect_fresh("Trainer::write_tensor");
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.targets = {"fc_in"};
+  tr.enable_lora(lora, 3);
+  store.find("blocks.0.mlp.fc_in.lora_B")[0] = 1.0f;
+  tr.merge_lora();
+  expect_fresh("a LoRA merge");
+}
+
+TEST(Model, SamplingAfterATrainingStepUsesTheNewWeights) {
+  // a samples (its weights get packed), both train, then a samples again: it must sample what b
+  // does, which never sampled before the steps. The steps train LoRA adapters (so only weights
+  // that are packed change: no bias or LayerNorm could carry the change) to predict 'x' at every
+  // position, so what is sampled changes.
+  TrainConfig tc = train_config(2);
+  tc.lr = 1e-2;
+  tc.schedule = "constant";
+  LoraConfig lora;
+  lora.rank = 4;
+  lora.targets = {"q", "v", "o", "fc_in", "fc_out"};
+  Trainer a(tiny(), tc), b(tiny(), tc);
+  a.enable_lora(lora, 7);
+  b.enable_lora(lora, 7);
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> prompt = {'T', 'h', 'e', ' '};
+  const auto before = a.generate(prompt, 16, greedy);
+  Batch batch = random_batch(2, 32, 8);
+  std::fill(batch.targets.begin(), batch.targets.end(), int32_t('x'));
+  for (int s = 0; s < 5; ++s) {
+    a.train_step(batch);
+    b.train_step(batch);
+  }
+  const auto after = a.generate(prompt, 16, greedy);
+  EXPECT_EQ(after, b.generate(prompt, 16, greedy));
+  EXPECT_NE(after, before);
+}
+
+TEST(Model, APromptThroughTheCacheAtOnceGivesTheLogitsOfOneTokenAtATime) {
+  // Trainer::next_token runs a prompt through the generate program over all its tokens at once:
+  // every row's logits, and the keys and values it caches, must be bitwise those of feeding the
+  // tokens one at a time; also for tokens that start past position 0, and with the weights packed.
+  for (const ModelConfig& mc : {tiny(), find_preset("small").model}) {
+    Trainer tr(mc, train_config(1));
+    cpu::TensorStore& store = tr.store();
+    const int V = mc.vocab_size;
+    const std::vector<int32_t> tokens = {'T', 'h', 'e', ' ', 'c', 'a', 't'};
+    const size_t L = tokens.size(), row = size_t(mc.d_model);
+    cpu::Executor one(build_generate_program(mc), store);
+    const std::vector<float> want = decode_logits(one, tokens, V);
+    auto cache = [&] {  // the rows of every layer's keys and values the tokens wrote
+      std::vector<float> c;
+      for (int l = 0; l < mc.n_layers; ++l)
+        for (const char* which : {"cache.k.", "cache.v."}) {
+          const float* p = static_cast<const cpu::TensorStore&>(store).find(which + std::to_string(l));
+          c.insert(c.end(), p, p + L * row);
+        }
+      return c;
+    };
+    const std::vector<float> want_cache = cache();
+    for (bool packed : {false, true})
+      for (size_t first : {size_t(0), size_t(3)}) {
+        const int n = int(L - first);
+        cpu::Executor many(build_generate_program(mc, {}, n), store);
+        many.pack_weights = packed;
+        decode_logits(one, std::vector<int32_t>(tokens.begin(), tokens.begin() + long(first)), V);
+        std::memcpy(many.i32("tokens"), tokens.data() + first, size_t(n) * 4);
+        many.i32("pos0")[0] = int32_t(first);
+        many.run();
+        const std::string tag = std::string(packed ? "packed" : "unpacked") + " from " + std::to_string(first);
+        EXPECT_EQ(0, std::memcmp(many.f32("logits"), want.data() + first * V, size_t(n) * V * 4)) << tag;
+        EXPECT_EQ(cache(), want_cache) << tag;
+      }
+  }
+}
+
 TEST(Model, TinyMemorisesA256ByteText) {
   // Every byte value once, in a shuffled order: each byte fixes the next, so a perfect memory
   // reaches loss 0 at every position (English text would leave the first byte of each window

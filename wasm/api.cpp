@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backends/cpu/kernels.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/bpe_trainer.h"
 #include "engine/dropout.h"
@@ -234,13 +235,24 @@ size_t program_need(const ptl::Program& p, const ptl::cpu::TensorStore& store) {
     if (!t.persistent() || !store.find(t.name)) n += round64(t.bytes());
   return n;
 }
+// The program's linear weights packed as generation keeps them (TensorStore::packed_linear_weight).
+size_t packed_need(const ptl::Program& p) {
+  size_t n = 0;
+  for (const auto& op : p.ops)
+    if (op.kind == ptl::OpKind::linear) {
+      const auto& w = p.tensor(op.inputs[1]).shape;
+      n += round64(int64_t(ptl::cpu::linear_packed_floats(w[0], w[1]) * sizeof(float)));
+    }
+  return n;
+}
 void reserve_heap(ptl::Trainer& t) {
   const auto& mc = t.model_config();
   ptl::BuildOptions opt;
   opt.batch = t.train_config().batch;
   size_t need = program_need(ptl::build_train_program(mc, opt, t.train_config()), t.store());
   need += program_need(ptl::build_eval_program(mc, opt), t.store());
-  need += program_need(ptl::build_generate_program(mc), t.store());
+  const ptl::Program generate = ptl::build_generate_program(mc);
+  need += program_need(generate, t.store()) + packed_need(generate);
   // Inspection at the full context: its arena holds every layer's [H, T, T] maps (results, so
   // they never share memory), and ptl_inspect copies them twice more (Trainer::inspect's result,
   // then the returned bytes).
@@ -617,9 +629,10 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_tensor_names(int h) {
   return guarded(
       [&] {
         ptl::Trainer& t = *session(h).trainer;
+        const ptl::cpu::TensorStore& store = t.store();  // const: a look writes nothing (the packed weights stay)
         json out = json::array();
         for (const auto& ti : t.state_tensors())
-          out.push_back({{"name", ti.name}, {"shape", ti.shape}, {"present", t.store().find(ti.name) != nullptr}});
+          out.push_back({{"name", ti.name}, {"shape", ti.shape}, {"present", store.find(ti.name) != nullptr}});
         return text_result(out.dump());
       },
       (const char*)nullptr);

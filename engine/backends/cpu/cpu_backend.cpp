@@ -16,22 +16,15 @@ namespace ptl::cpu {
 
 int vector_bits() { return 32 * simd::kW; }
 
-Buffer::Buffer(size_t bytes) : bytes_(bytes) {
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
-  if (!p) fail("out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, rounded);
-  ptr_.reset(p);
-}
-void Buffer::Free::operator()(void* p) const { std::free(p); }
-
-float* TensorStore::get_or_create(const TensorInfo& info) {
+float* TensorStore::get_or_create(const TensorInfo& info, bool may_write) {
+  if (may_write) changed();
   auto it = tensors_.find(info.name);
   if (it == tensors_.end()) it = tensors_.emplace(info.name, Buffer(size_t(info.bytes()))).first;
   check(it->second.bytes() == size_t(info.bytes()), "tensor '" + info.name + "' exists with a different size");
   return static_cast<float*>(it->second.data());
 }
 float* TensorStore::find(const std::string& name) {
+  changed();
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : static_cast<float*>(it->second.data());
 }
@@ -44,6 +37,7 @@ int64_t TensorStore::numel(const std::string& name) const {
   return it == tensors_.end() ? 0 : int64_t(it->second.bytes() / 4);
 }
 void TensorStore::erase_prefix(const std::string& prefix) {
+  changed();
   for (auto it = tensors_.begin(); it != tensors_.end();)
     it = it->first.starts_with(prefix) ? tensors_.erase(it) : std::next(it);
 }
@@ -151,10 +145,17 @@ size_t arena_bytes_of(const Program& program) {
   return total;
 }
 
-Executor::Executor(Program program, TensorStore& store, bool share_memory) : program_(std::move(program)) {
+Executor::Executor(Program program, TensorStore& store, bool share_memory)
+    : program_(std::move(program)), store_(store) {
   // Shapes that disagree would send the kernels past a buffer (program_check.h): every program,
   // built here or read from a file, is checked once before anything is allocated.
   check_program(program_);
+  for (const Op& op : program_.ops)
+    for (int id : op.outputs)
+      if (id >= 0 && program_.tensor(id).kind == TensorKind::parameter) writes_parameters_ = true;
+  // A program that will change the weights (training) drops the packed weights now, before its
+  // arena is allocated, and again at every run (run()).
+  if (writes_parameters_) store_.changed();
   // Every non-persistent tensor in one arena, 64-byte aligned, memory shared by liveness.
   size_t total = 0;
   const std::vector<size_t> offsets = plan_arena(program_, share_memory, total, live_peak_);
@@ -162,12 +163,13 @@ Executor::Executor(Program program, TensorStore& store, bool share_memory) : pro
   ptrs_.resize(program_.tensors.size());
   for (size_t i = 0; i < program_.tensors.size(); ++i) {
     const auto& t = program_.tensors[i];
-    ptrs_[i] =
-        t.persistent() ? static_cast<void*>(store.get_or_create(t)) : static_cast<char*>(arena_.data()) + offsets[i];
+    ptrs_[i] = t.persistent() ? static_cast<void*>(store.get_or_create(t, false))
+                              : static_cast<char*>(arena_.data()) + offsets[i];
   }
 }
 
 void Executor::run() {
+  if (writes_parameters_) store_.changed();
   const auto& ops = program_.ops;
   for (size_t i = 0; i < ops.size();) {
     // A run of adamw ops (one per parameter tensor, at the end of a training program) goes to
@@ -325,7 +327,11 @@ void Executor::run_op(const Op& op) {
     }
     case OpKind::linear: {
       const int64_t K = shape(op.inputs[0]).back(), M = numel(op.inputs[0]) / K, N = shape(op.inputs[1])[0];
-      linear_forward(out_f(0), in_f(0), in_f(1), in_f(2), M, N, K);
+      const bool packable = pack_weights && program_.tensor(op.inputs[1]).kind == TensorKind::parameter;
+      if (const float* packed = packable ? store_.packed_linear_weight(in_f(1), N, K) : nullptr)
+        linear_forward_packed(out_f(0), in_f(0), packed, in_f(2), M, N, K);
+      else
+        linear_forward(out_f(0), in_f(0), in_f(1), in_f(2), M, N, K);
       break;
     }
     case OpKind::linear_backward: {

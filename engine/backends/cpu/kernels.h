@@ -39,6 +39,12 @@ void layernorm_backward(float* dx, bool acc_dx, float* dw, bool acc_dw, float* d
 
 // linear.cpp: y[M,N] = x[M,K] W[N,K]^T + b[N] (b may be null).
 void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K);
+// The same with W given as panels packed once (linear_pack_weight into linear_packed_floats(N, K)
+// floats), for a weight used by many products while it does not change: bitwise the same y.
+size_t linear_packed_floats(int64_t N, int64_t K);
+void linear_pack_weight(float* packed, const float* W, int64_t N, int64_t K);
+void linear_forward_packed(float* y, const float* x, const float* W_packed, const float* b, int64_t M, int64_t N,
+                           int64_t K);
 // dx[M,K] (+)= dy W ; dW[N,K] (+)= dy^T x ; db[N] (+)= column sums of dy. Any output may be null.
 void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, bool acc_db, const float* dy,
                      const float* x, const float* W, int64_t M, int64_t N, int64_t K);

@@ -62,7 +62,8 @@ enum class ARead {
 
 // Where the tasks read B from.
 enum class BRead {
-  packed,          // panels packed by a pass of their own, before the tasks
+  packed,          // panels packed by a pass of their own, before the tasks, or before the call (a weight
+                   // kept packed while it does not change: linear_forward_packed, packed_weights.h)
   in_place,        // row-major, whole panels: read through its row stride, no copy
   packed_in_task,  // each task packs its own panel of its chunk (or of all of p) into a buffer in its cache
 };
@@ -101,9 +102,10 @@ struct Product {
   // in L2, every row block streams all of B from L3, so the blocks are 8 times taller: each panel
   // of B then serves 8 times the rows from L2 before the next one comes.
   int64_t block_rows = kBlockRows;
-  float* packed = nullptr;    // BRead::packed: every panel of B
-  float* partial = nullptr;   // Sum::partials: chunks 1 .. of the sum, each I x ldc
-  float* a_strips = nullptr;  // ARead::chunk_strips: strip s (rows s kRows ..) at s kRows kChunkP
+  const float* packed = nullptr;  // BRead::packed: every panel of B (given, or made by the packing pass)
+  float* pack_into = nullptr;     // where the packing pass writes `packed` (null: B came packed)
+  float* partial = nullptr;       // Sum::partials: chunks 1 .. of the sum, each I x ldc
+  float* a_strips = nullptr;      // ARead::chunk_strips: strip s (rows s kRows ..) at s kRows kChunkP
 
   int64_t panels() const { return gemm::panels(J); }
   int64_t row_blocks() const { return (I + block_rows - 1) / block_rows; }
@@ -117,12 +119,12 @@ struct Product {
   int64_t passes() const { return (P + depth() - 1) / depth(); }
   int64_t chunks() const { return split_p() ? passes() : 1; }
   int64_t tasks() const { return chunks() * (a_columns() ? 1 : panels()) * row_blocks(); }
-  int64_t pack_tasks() const { return b_read == BRead::packed ? panels() : 0; }
+  int64_t pack_tasks() const { return pack_into ? panels() : 0; }
   // Multiply-adds of one task: a row block (a_columns) or a tile, over one chunk or all of p.
   int64_t task_work() const {
     return block_rows * (a_columns() ? J : gemm::kCols) * (split_p() ? std::min(P, kChunkP) : P);
   }
-  void pack(int64_t t) const { gemm::pack_b(packed, B, b_p, b_j, P, J, t, t + 1); }
+  void pack(int64_t t) const { gemm::pack_b(pack_into, B, b_p, b_j, P, J, t, t + 1); }
   // Pass c of the sum: where it goes and how it is stored. Pass 0 writes C (with the bias); a
   // later one adds to C, or overwrites its own partial.
   float* pass_out(int64_t c) const { return c == 0 || !partial ? C : partial + (c - 1) * I * ldc; }
@@ -212,7 +214,8 @@ bool aliasing(int64_t stride_floats) { return (stride_floats * 4) % 4096 == 0; }
 
 // Chooses the plan of p (see Product) and gives its buffers their scratch: b_buf for packed
 // panels, p_buf for partial sums, a_buf for chunk strips. A product given p_buf sums over the
-// tokens (dW): it keeps the chunks of kChunkP, and may be split over them.
+// tokens (dW): it keeps the chunks of kChunkP, and may be split over them. A product whose B
+// comes packed (p.packed set: linear_forward_packed) reads its panels from there.
 void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nullptr,
           std::vector<float>* a_buf = nullptr) {
   // dy^T read down columns: strips where its columns are 4 KB or more apart (read in place, a
@@ -271,13 +274,16 @@ void plan(Product& p, std::vector<float>& b_buf, std::vector<float>* p_buf = nul
   // all of B through memory twice more (written packed, read back).
   // The same for a product of one row block summed in one pass (a few tokens through a layer, as
   // in sampling with the KV cache): each panel of W is packed by the one task that uses it, and
-  // the weights are read from memory once per token instead of three times.
-  if (!b_in_place && !a_columns && p.row_blocks() == 1 && (p.by_chunk() || p.sum == Sum::whole))
+  // the weights are read from memory once per token instead of three times. (Generation keeps
+  // the weights packed between tokens instead: packed_weights.h.)
+  if (p.packed)
+    p.b_read = BRead::packed;
+  else if (!b_in_place && !a_columns && p.row_blocks() == 1 && (p.by_chunk() || p.sum == Sum::whole))
     p.b_read = BRead::packed_in_task;
   else if (b_direct)
     p.b_read = BRead::in_place;
   else
-    p.packed = gemm::scratch(b_buf, gemm::packed_floats(p.P, p.J));
+    p.packed = p.pack_into = gemm::scratch(b_buf, gemm::packed_floats(p.P, p.J));
 }
 
 // Work (multiply-adds or copies) below which a task is not worth a claim of its own.
@@ -339,10 +345,10 @@ void run_products(const std::vector<Product>& ps) {
 
 thread_local std::vector<float> t_pack_a, t_pack_b, t_partial, t_strips, t_db;
 
-}  // namespace
-
-void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K) {
-  // B(k, n) = W[n, k]: packed straight from W's rows, no transposed copy.
+// The forward product y = x W^T (+ b): B(k, n) = W[n, k], packed straight from W's rows (no
+// transposed copy), or already packed (W_packed).
+Product forward_product(float* y, const float* x, const float* W, const float* W_packed, const float* b, int64_t M,
+                        int64_t N, int64_t K) {
   Product p{.C = y,
             .ldc = N,
             .A = x,
@@ -356,8 +362,29 @@ void linear_forward(float* y, const float* x, const float* W, const float* b, in
             .P = K,
             .store = b ? Store::bias : Store::overwrite,
             .bias = b};
+  p.packed = W_packed;
   plan(p, t_pack_a);
-  run_products({p});
+  return p;
+}
+
+}  // namespace
+
+void linear_forward(float* y, const float* x, const float* W, const float* b, int64_t M, int64_t N, int64_t K) {
+  run_products({forward_product(y, x, W, nullptr, b, M, N, K)});
+}
+
+// The panels of B(k, n) = W[n, k], as forward_product's packing pass lays them out.
+size_t linear_packed_floats(int64_t N, int64_t K) { return gemm::packed_floats(K, N); }
+
+void linear_pack_weight(float* packed, const float* W, int64_t N, int64_t K) {
+  parallel_for(gemm::panels(N), [&](int64_t q) { gemm::pack_b(packed, W, 1, K, K, N, q, q + 1); });
+}
+
+void linear_forward_packed(float* y, const float* x, const float* W_packed, const float* b, int64_t M, int64_t N,
+                           int64_t K) {
+  // The tiles and their multiply-adds are those of linear_forward's plans: only where a tile
+  // reads its panel of B from differs.
+  run_products({forward_product(y, x, nullptr, W_packed, b, M, N, K)});
 }
 
 void linear_backward(float* dx, bool acc_dx, float* dW, bool acc_dW, float* db, bool acc_db, const float* dy,
