@@ -6,17 +6,23 @@
 # to build-fuzz/corpus/<target>/ (the committed seeds stay as they are); a crash, leak or
 # sanitizer report is written to build-fuzz/crashes/<target>/ and makes the script exit 1.
 # TARGET names a target (fuzz_checkpoint) or all of them when none is given. docs/reliability.md.
-# Environment: PTL_FUZZ_JOBS (default 2) for the build, PTL_FUZZ_ARGS for extra libFuzzer flags.
+# Environment: PTL_FUZZ_JOBS (default 2) for the build, PTL_FUZZ_ARGS for extra libFuzzer flags,
+# PTL_FUZZ_PARALLEL (default 1) for how many targets run at a time (one core each), PTL_FUZZ_BUILD
+# for the build folder: build-asan uses the asan preset's (the engine of the sanitized test suite,
+# built once for both; what scripts/test.sh does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
-  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 seconds=60
 if [[ $# -gt 0 && "$1" =~ ^[0-9]+$ ]]; then seconds="$1"; shift; fi
 
-build=build-fuzz
-if [[ ! -f "$build/CMakeCache.txt" ]]; then
+build="${PTL_FUZZ_BUILD:-build-fuzz}"
+parallel="${PTL_FUZZ_PARALLEL:-1}"
+if [[ "$build" == build-asan ]]; then
+  cmake --preset asan >/dev/null
+elif [[ ! -f "$build/CMakeCache.txt" ]]; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTL_FUZZ=ON \
     -DPTL_BUILD_TESTS=OFF >/dev/null
 fi
@@ -27,24 +33,25 @@ if [[ ${#targets[@]} -eq 0 ]]; then
   for f in tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
 fi
 
-status=0
 for t in "${targets[@]}"; do
-  bin="$build/tests/fuzz/$t"
-  [[ -x "$bin" ]] || { echo "$0: no fuzz target $t (tests/fuzz/$t.cpp)" >&2; exit 2; }
-  seeds="tests/fuzz/corpus/$t"
-  work="$build/corpus/$t"
-  crashes="$build/crashes/$t"
-  log="$build/logs/$t.log"
+  [[ -x "$build/tests/fuzz/$t" ]] || { echo "$0: no fuzz target $t (tests/fuzz/$t.cpp)" >&2; exit 2; }
+done
+
+# Runs target $1 for $seconds and writes its JSON line to $build/logs/$1.json.
+run_target() {
+  local t="$1"
+  local bin="$build/tests/fuzz/$t" seeds="tests/fuzz/corpus/$t" work="$build/corpus/$t"
+  local crashes="$build/crashes/$t" log="$build/logs/$t.log"
   mkdir -p "$seeds" "$work" "$crashes" "$(dirname "$log")"
   # One process on one core (no -jobs: libFuzzer forks nothing). The writable corpus comes first (libFuzzer adds
   # new inputs to it), then the committed seeds (read only).
-  rc=0
+  local rc=0
   # shellcheck disable=SC2086
   "$bin" -max_total_time="$seconds" -print_final_stats=1 -timeout=25 -rss_limit_mb=2560 -max_len=65536 \
     -artifact_prefix="$crashes/" ${PTL_FUZZ_ARGS:-} "$work" "$seeds" >"$log" 2>&1 || rc=$?
+  local crash_count
   crash_count=$(find "$crashes" -type f | wc -l)
-  [[ $rc -eq 0 && $crash_count -eq 0 ]] || status=1
-  python3 - "$t" "$seconds" "$log" "$crash_count" "$rc" <<'PY'
+  python3 - "$t" "$seconds" "$log" "$crash_count" "$rc" >"$build/logs/$t.json" <<'PY'
 import json, re, sys
 target, seconds, log, crashes, rc = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 text = open(log, errors="replace").read()
@@ -67,9 +74,35 @@ print(json.dumps({
     "exit": rc,
 }))
 PY
+}
+
+# PTL_FUZZ_PARALLEL targets at a time; the lines print in the order of the targets once all have run.
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= parallel)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  rm -f "$build/logs/$t.json"
+  run_target "$t" &
+  running=$((running + 1))
+done
+wait
+
+status=0
+for t in "${targets[@]}"; do
+  json="$build/logs/$t.json"
+  if [[ ! -s "$json" ]]; then
+    echo "$0: $t left no result (see $build/logs/$t.log)" >&2
+    status=1
+    continue
+  fi
+  cat "$json"
+  read -r rc crash_count < <(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(j["exit"], j["crashes"])' "$json")
+  [[ $rc -eq 0 && $crash_count -eq 0 ]] || status=1
   if [[ $rc -ne 0 ]]; then
-    echo "$0: $t stopped (exit $rc): see $log and $crashes/" >&2
-    grep -m1 -E "ERROR: |runtime error|fuzz property|SUMMARY" "$log" >&2 || true
+    echo "$0: $t stopped (exit $rc): see $build/logs/$t.log and $build/crashes/$t/" >&2
+    grep -m1 -E "ERROR: |runtime error|fuzz property|SUMMARY" "$build/logs/$t.log" >&2 || true
   fi
 done
 exit $status

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test: the format and lint check, the C++ suite (GoogleTest through CTest), the PyTorch parity suite,
-# the tokenizers against their npm references in Node,
-# the WebAssembly build in Node and in headless Chromium, the playground site in headless Chromium,
+# the tokenizers against their npm references in Node, the WebAssembly build in Node and in headless
+# Chromium, the C++ suite under ASan + UBSan and the fuzz targets, the playground site in headless Chromium,
 # and the WebGPU backend in Node on SwiftShader. The fast stages run first; each prints its time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +33,10 @@ stage "WebAssembly engine (SIMD + threads) against native, in Node" \
   env PTL_NATIVE_BIN="$PWD/build/ptl" tests/wasm/run.sh simd-threads
 stage "WebAssembly engine in headless Chromium (Web Worker; isolated and not)" \
   env PTL_NATIVE_BIN="$PWD/build/ptl" tests/browser/run.sh
+# One clang build (build-asan/, the asan preset) serves both: the engine compiled once with ASan, UBSan and
+# libFuzzer's coverage, linked by the GoogleTest suite and by the fuzz targets, which run 2 at a time.
+stage "Sanitizers: the C++ suite's quick subset under ASan + UBSan, then each libFuzzer target for 60 s" \
+  bash -c 'scripts/test-asan.sh --quick && PTL_FUZZ_BUILD=build-asan PTL_FUZZ_PARALLEL=2 scripts/fuzz.sh 60'
 stage "The playground site in headless Chromium (WebAssembly and WebGPU on SwiftShader)" \
   env PTL_NATIVE_BIN="$PWD/build/ptl" web/site/tests/run.sh
 stage "WebGPU backend against the CPU engine, in Node on SwiftShader" \

@@ -218,7 +218,7 @@ TEST(Peft, ConfigReadAndWritten) {
       {R"({"peft_type": "LORA", "r": 8})", "no target_modules"},
   };
   for (const auto& [text, phrase] : bad) {
-    const std::string e = error_of([&] { peft_config_from_json(text, "adapter_config.json"); });
+    const std::string e = error_of([&json = text] { peft_config_from_json(json, "adapter_config.json"); });
     EXPECT_NE(e.find(phrase), std::string::npos) << text << "\n -> " << e;
     EXPECT_EQ(e.rfind("adapter_config.json", 0), 0u) << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;

@@ -235,13 +235,25 @@ test('WebGPU: the start shows kernel compilation progress; a backend switch upda
 
 test('a long run reopens with its whole curve, in the playground and on /runs', async () => {
   // 2,500 steps: a history point every 10th step is 250 points, more than the 200 a checkpoint
-  // once kept; the curve must still start at step 10.
+  // once kept; the curve must still start at step 10. The history is what is checked, so the
+  // model is Tiny cut down (one layer, d 32, 2 rows of 32 bytes a step): its 2,500 steps take a
+  // second, where Tiny's take most of this test's time.
   const dir = path.join(OUT, 'long-run');
   fs.rmSync(dir, { recursive: true, force: true });
   ptl([
     'train',
     '--preset',
     'tiny',
+    '--layers',
+    '1',
+    '--d-model',
+    '32',
+    '--heads',
+    '2',
+    '--ctx',
+    '32',
+    '--batch',
+    '2',
     '--steps',
     '2500',
     '--data',

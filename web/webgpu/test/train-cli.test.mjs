@@ -13,8 +13,8 @@ import { OUT, PKG, REPO, findCorpus, run, tool } from './helpers.mjs';
 const WASM = process.env.PTL_WASM_BUILD_DIR ?? join(REPO, 'build-wasm');
 const STEPS = 8;
 // A custom shape (Tiny's options overridden), small enough for SwiftShader.
-const shape = ['--preset', 'tiny', '--layers', '1', '--d-model', '32', '--heads', '2', '--ctx', '24', '--batch', '4'];
-shape.push('--steps', String(STEPS), '--lr', '2e-3', '--seed', '7');
+const model = ['--preset', 'tiny', '--layers', '1', '--d-model', '32', '--heads', '2', '--ctx', '24', '--batch', '4'];
+const shape = [...model, '--steps', String(STEPS), '--lr', '2e-3', '--seed', '7'];
 const evals = ['--eval-every', '3', '--sample-every', '0'];
 const dir = join(OUT, 'train-cli');
 
@@ -97,10 +97,17 @@ test('train.mjs: a diverged step stops the run, names the step and the last good
   const d = join(OUT, 'train-cli-diverge');
   rmSync(d, { recursive: true, force: true });
   const data = findCorpus();
-  trainCli([
-    ...shape,
+  // The run to resume: 10 steps by native ptl train (the same checkpoint and run folder; the test
+  // above checks that the two agree), so that only the diverging run compiles the WebGPU kernels.
+  run(tool('ptl'), [
+    'train',
+    ...model,
     '--steps',
     '10',
+    '--lr',
+    '2e-3',
+    '--seed',
+    '7',
     '--eval-every',
     '5',
     '--sample-every',
