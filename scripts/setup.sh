@@ -10,10 +10,11 @@ esac
 
 # The benchmarks (docs/performance.md) add: libopenblas-dev (bench/matmul_vs_openblas and
 # bench/linear_ab link -lopenblas), python3-matplotlib (bench/plot*.py, bench/wasm_table.py --svg),
-# xz-utils (bench/gpu_pack.sh).
+# xz-utils (bench/gpu_pack.sh). The tests add clang: the sanitizer and fuzzing stage's build
+# (CMakePresets.json, preset asan).
 packages=(g++ cmake ninja-build libgtest-dev libcli11-dev nlohmann-json3-dev
           python3-torch python3-numpy python3-pytest libopenblas0-pthread
-          emscripten chromium libvulkan1 clang-format
+          emscripten chromium libvulkan1 clang-format clang
           libopenblas-dev python3-matplotlib xz-utils)
 missing=()
 for p in "${packages[@]}"; do
