@@ -49,7 +49,7 @@
 // Device: the default Vulkan driver (on a GPU machine, see bench/gpu_pack.sh);
 // set VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json for SwiftShader (tiny only).
 import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
