@@ -169,13 +169,18 @@ Batch Trainer::next_train_batch() {
 
 StepResult Trainer::train_step() { return train_step(next_train_batch()); }
 
-int64_t Trainer::count_external_step(const Batch& batch) {
+// A batch this run can train: its rows, 1 to ctx tokens each, and tokens that fill that shape.
+void Trainer::check_batch(const Batch& batch) const {
   check(batch.batch == train_.batch && batch.seq >= 1 && batch.seq <= model_.ctx,
         "batch shape [" + std::to_string(batch.batch) + ", " + std::to_string(batch.seq) +
             "]: the run trains batches of " + std::to_string(train_.batch) + " rows of 1 to " +
             std::to_string(model_.ctx) + " tokens");
   check(batch.inputs.size() == size_t(batch.batch) * batch.seq && batch.targets.size() == batch.inputs.size(),
         "batch tokens do not match its shape");
+}
+
+int64_t Trainer::count_external_step(const Batch& batch) {
+  check_batch(batch);
   state_.tokens_seen += int64_t(batch.batch) * batch.seq;
   return ++state_.step;
 }
@@ -220,12 +225,7 @@ void Trainer::set_step(int64_t step) {
 }
 
 StepResult Trainer::train_step(const Batch& batch) {
-  check(batch.batch == train_.batch && batch.seq >= 1 && batch.seq <= model_.ctx,
-        "batch shape [" + std::to_string(batch.batch) + ", " + std::to_string(batch.seq) +
-            "]: the run trains batches of " + std::to_string(train_.batch) + " rows of 1 to " +
-            std::to_string(model_.ctx) + " tokens");
-  check(batch.inputs.size() == size_t(batch.batch) * batch.seq && batch.targets.size() == batch.inputs.size(),
-        "batch tokens do not match its shape");
+  check_batch(batch);
   check(batch.mask.empty() || batch.mask.size() == batch.inputs.size(), "batch mask does not match its tokens");
   auto t0 = std::chrono::steady_clock::now();
   if (!batch.mask.empty() && !train_masked_) {

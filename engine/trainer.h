@@ -178,6 +178,7 @@ class Trainer {
   cpu::Executor& train_executor(int seq = 0);
 
  private:
+  void check_batch(const Batch& batch) const;  // throws unless the run can train this batch
   Trainer() = default;
   cpu::Executor& eval_executor(int batch, int seq, bool masked = false);
   void drop_programs();
