@@ -168,8 +168,13 @@ test('GPT-2: pick a folder, LoRA on WebGPU and WebAssembly, loss chart, tokens/s
 
     // The folder picker (webkitdirectory) hands over the whole folder; then SFT on it: every
     // weight, on WebAssembly, on prompt/response pairs whose loss counts only the responses.
+    // The status still reads "ok" from the remembered model until the picked folder's reading
+    // starts: wait for the new folder's own outcome, which says it was remembered again.
     await page.setInputFiles('#gpt2-folder', hf);
-    await page.waitForFunction(() => document.getElementById('gpt2-status').className.includes('ok'));
+    await page.waitForFunction(() => {
+      const el = document.getElementById('gpt2-status');
+      return el.className.includes('ok') && el.textContent.includes('Remembered in this browser');
+    });
     assert.match(await page.textContent('#gpt2-status'), /GPT-2 with 2 layers, d 32, 2 heads, ctx 64, vocab 257/);
     const pairs = path.join(dir, 'pairs.jsonl');
     const animals = ['cat', 'dog', 'fox', 'owl'];

@@ -249,6 +249,8 @@ export function wireFinetune(session: () => Session, model: () => 'none' | 'busy
     const inFolder = list.some((f) => rel(f).includes('/'));
     const label = inFolder ? rel(list[0]!).split('/')[0]! : '';
     const top = inFolder ? list.filter((f) => rel(f).split('/').length === 2) : list;
+    // Reading a large model.safetensors into memory takes a while: say so before it starts.
+    gpt2Status(`Reading ${label || 'the files chosen'}…`);
     const files: FolderFile[] = [];
     for (const f of top)
       files.push({ name: f.name, bytes: READ.test(f.name) ? new Uint8Array(await f.arrayBuffer()) : new Uint8Array() });
