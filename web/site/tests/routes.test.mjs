@@ -76,9 +76,12 @@ test('/runs overlays a native metrics.jsonl and a checkpoint; a bad file is repo
   }
 });
 
-test('/kernels runs every WebGPU kernel check and the WebAssembly checks in the browser', async () => {
+// Each kernel's first case: every kernel compiled by Chromium and checked once. All 123 cases run in
+// the WebGPU stage (Node, the same checks.ts); the whole set here took 109 s of CI on SwiftShader.
+test('/kernels runs each WebGPU kernel and the WebAssembly checks in the browser', async () => {
   const s = await openSite({ route: '/kernels/' });
   try {
+    await s.page.check('#checks-quick');
     await s.page.click('#run-checks');
     await s.page.waitForFunction(() => ['passed', 'failed'].includes(document.body.dataset.checks), null, {
       timeout: 15 * 60 * 1000,
@@ -95,6 +98,8 @@ test('/kernels runs every WebGPU kernel check and the WebAssembly checks in the 
     const total = Number(await s.page.evaluate(() => document.body.dataset.kernelsTotal));
     assert.ok(total >= 16, `at least the 16 kernels of the training program (got ${total})`);
     assert.equal(passed, total);
+    const cases = Number(await s.page.evaluate(() => document.body.dataset.casesTotal));
+    assert.equal(cases, total, 'one case per kernel');
     assert.equal(await s.page.locator('#wasm-table td', { hasText: /^pass$/ }).count(), 2);
     s.assertNoErrors('/kernels');
   } finally {

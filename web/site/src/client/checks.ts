@@ -93,6 +93,7 @@ export function startChecks(): void {
           }
           document.body.dataset['kernelsPassed'] = String(s.kernels_passed);
           document.body.dataset['kernelsTotal'] = String(s.kernels_total);
+          document.body.dataset['casesTotal'] = String(s.cases_total);
           break;
         }
         case 'error':
@@ -111,6 +112,6 @@ export function startChecks(): void {
           break;
       }
     });
-    worker.postMessage('start');
+    worker.postMessage({ quick: (document.getElementById('checks-quick') as HTMLInputElement).checked });
   });
 }
