@@ -216,7 +216,13 @@ void Trainer::write_tensor(const std::string& name, const void* data, size_t byt
         "tensor '" + name + "' holds " + std::to_string(t.bytes()) + " bytes, not " + std::to_string(bytes));
   check(data != nullptr || bytes == 0, "null data pointer");
   std::memcpy(store_.get_or_create(t), data, bytes);
-  gen_.reset();
+  weights_changed();
+}
+
+void Trainer::weights_changed() {
+  // The KV cache of a generation in progress holds keys and values of the old weights: the next
+  // token reads the whole sequence again (Trainer::next_token), so it continues under the new ones.
+  if (gen_) gen_->cached = 0;
 }
 
 void Trainer::set_step(int64_t step) {
@@ -254,6 +260,7 @@ StepResult Trainer::train_step(const Batch& batch) {
     ex.write("dropout.seed", seed, sizeof seed);
   }
   ex.run();
+  weights_changed();
   StepResult r;
   r.loss = ex.read_f32("loss");
   r.grad_norm = ex.read_f32("grad_norm");

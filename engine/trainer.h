@@ -112,7 +112,7 @@ class Trainer {
   // tensor not present yet (moments before the first step here).
   const float* read_tensor(const std::string& name) const;
   // Overwrites a state tensor (creating it if absent, as moments may be) with `bytes` bytes,
-  // which must be its size; a generation in progress is discarded (its KV cache is stale).
+  // which must be its size; a generation in progress continues under the new weights.
   void write_tensor(const std::string& name, const void* data, size_t bytes);
   // Sets the number of steps done (those another executor ran): the schedule and checkpoints
   // follow it; the data order does not move (next_train_batch moves it).
@@ -160,7 +160,9 @@ class Trainer {
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, int max_tokens, const SamplingOptions& opt,
                                 const std::function<bool(int32_t)>& on_token = {});
   // The same, one token per call (for callers that poll, like the WebAssembly API): start a
-  // generation, then take tokens; a new start (or a change of weights) discards the old one.
+  // generation, then take tokens; a new start discards the old one. After a change of weights (a
+  // training step, write_tensor) the next token reads the whole sequence again through the new
+  // weights: what follows is what a generation started then from the same tokens would give.
   void begin_generation(const std::vector<int32_t>& prompt, const SamplingOptions& opt);
   int32_t next_token();
 
@@ -182,6 +184,7 @@ class Trainer {
   Trainer() = default;
   cpu::Executor& eval_executor(int batch, int seq, bool masked = false);
   void drop_programs();
+  void weights_changed();  // after a write of weights: a generation in progress re-reads its tokens
   void erase_adapters();
   double target_bytes(const Batch& b) const;  // bytes of the batch's counted targets
   std::vector<int32_t> start_tokens() const;  // what an empty prompt stands for

@@ -389,6 +389,41 @@ TEST(Model, SamplingAfterATrainingStepUsesTheNewWeights) {
   EXPECT_NE(after, before);
 }
 
+TEST(Model, AGenerationGoesOnUnderTheWeightsOfATrainingStepTakenMeanwhile) {
+  // A polling caller (the WebAssembly worker) may run training steps between two tokens of one
+  // generation. The tokens after the step must be those a generation started then from the same
+  // tokens gives: keys and values cached under the old weights are not reused. One step at a
+  // high rate on random targets moves every weight far, so the old cache gives other tokens.
+  TrainConfig tc = train_config(2);
+  tc.lr = 0.3;
+  tc.schedule = "constant";
+  Trainer a(tiny(), tc), b(tiny(), tc);
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> prompt = {'T', 'h', 'e', ' '};
+  a.begin_generation(prompt, greedy);
+  std::vector<int32_t> seq = prompt;
+  for (int i = 0; i < 6; ++i) seq.push_back(a.next_token());
+  const Batch batch = random_batch(2, 32, 8);
+  a.train_step(batch);
+  b.train_step(batch);
+  std::vector<int32_t> got;
+  for (int i = 0; i < 12; ++i) got.push_back(a.next_token());
+  EXPECT_EQ(got, b.generate(seq, 12, greedy));
+  // And the same after a weight is written from outside (an external executor's sync): other
+  // values at every position in every layer's first product.
+  a.begin_generation(prompt, greedy);
+  seq = prompt;
+  for (int i = 0; i < 6; ++i) seq.push_back(a.next_token());
+  std::vector<float> v(size_t(a.store().numel("blocks.0.attn.v_proj.weight")));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 7919) % 23) * 0.2f - 2.2f;
+  a.write_tensor("blocks.0.attn.v_proj.weight", v.data(), v.size() * 4);
+  b.write_tensor("blocks.0.attn.v_proj.weight", v.data(), v.size() * 4);
+  got.clear();
+  for (int i = 0; i < 12; ++i) got.push_back(a.next_token());
+  EXPECT_EQ(got, b.generate(seq, 12, greedy));
+}
+
 TEST(Model, APromptThroughTheCacheAtOnceGivesTheLogitsOfOneTokenAtATime) {
   // Trainer::next_token runs a prompt through the generate program over all its tokens at once:
   // every row's logits, and the keys and values it caches, must be bitwise those of feeding the
