@@ -1,5 +1,6 @@
 #include "engine/program.h"
 
+#include <algorithm>
 #include <set>
 
 #include "engine/config.h"
@@ -90,18 +91,53 @@ void Program::add_op(OpKind kind, std::vector<int> inputs, std::vector<int> outp
   ops.push_back(Op{kind, std::move(inputs), std::move(outputs), std::move(attrs)});
 }
 
+std::vector<LiveRange> Program::live_ranges() const {
+  const size_t n = tensors.size();
+  const int end = int(ops.size());
+  std::vector<LiveRange> r(n, LiveRange{end + 1, -1});
+  std::vector<bool> read(n, false);
+  for (int i = 0; i < end; i++) {
+    const Op& op = ops[size_t(i)];
+    for (const auto* ids : {&op.inputs, &op.outputs})
+      for (int id : *ids)
+        if (id >= 0) {
+          r[size_t(id)].first = std::min(r[size_t(id)].first, i);
+          r[size_t(id)].last = std::max(r[size_t(id)].last, i);
+        }
+    for (int id : op.inputs)
+      if (id >= 0) read[size_t(id)] = true;
+  }
+  auto whole_run = [&](size_t i) {
+    const TensorInfo& t = tensors[i];
+    if (t.persistent() || !read[i] || t.kind == TensorKind::input || r[i].last < 0) return true;
+    if (t.name == "loss" || t.name == "grad_norm" || t.name == "logits") return true;
+    if (t.kind == TensorKind::gradient && t.name.starts_with("grad.")) {
+      const int src = find(t.name.substr(5));
+      if (src >= 0 && tensors[size_t(src)].kind == TensorKind::parameter) return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; i < n; i++)
+    if (whole_run(i)) r[i] = LiveRange{-1, end};
+  return r;
+}
+
 nlohmann::json Program::to_json() const {
   nlohmann::json j;
   j["format"] = "ptl-program";
   j["version"] = 1;
   j["name"] = name;
   auto& ts = j["tensors"] = nlohmann::json::array();
-  for (const auto& t : tensors)
+  const std::vector<LiveRange> live = live_ranges();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorInfo& t = tensors[i];
     ts.push_back({{"name", t.name},
                   {"kind", to_string(t.kind)},
                   {"dtype", to_string(t.dtype)},
                   {"shape", t.shape},
                   {"trainable", t.trainable}});
+    if (!t.persistent()) ts.back()["live"] = {live[i].first, live[i].last};
+  }
   auto& os = j["ops"] = nlohmann::json::array();
   for (const auto& op : ops)
     os.push_back({{"op", to_string(op.kind)}, {"inputs", op.inputs}, {"outputs", op.outputs}, {"attrs", op.attrs}});

@@ -106,6 +106,18 @@ struct Op {
   bool accumulates(size_t output) const { return attr("acc" + std::to_string(output)) != 0.0; }
 };
 
+// The ops during which a non-persistent tensor must keep its value, as op indices [first, last]:
+// from the first op that touches it to the last. A tensor the host writes before a run (inputs)
+// or reads after it (loss, gradient norm, logits, the parameters' gradients, and any tensor that
+// no op reads: a program's results, such as the inspect program's attention maps) lives for the
+// whole run, [-1, ops.size()]. Two tensors whose ranges do not overlap may share memory: the CPU
+// executor's arena and the WebGPU executor's buffers (web/webgpu/src/memory.ts, which reads the
+// ranges from the program's JSON) are both planned from these.
+struct LiveRange {
+  int first = -1, last = -1;
+  bool overlaps(const LiveRange& o) const { return first <= o.last && o.first <= last; }
+};
+
 struct Program {
   std::string name;  // train | eval | forward | generate | inspect
   std::vector<TensorInfo> tensors;
@@ -117,6 +129,11 @@ struct Program {
   const TensorInfo& tensor(int id) const { return tensors.at(id); }
   void add_op(OpKind kind, std::vector<int> inputs, std::vector<int> outputs, std::map<std::string, double> attrs = {});
 
+  // Per tensor (persistent ones too, which no plan places: [-1, ops.size()]).
+  std::vector<LiveRange> live_ranges() const;
+
+  // The JSON form; each non-persistent tensor carries its live range ("live": [first, last]).
+  // from_json ignores those: the ranges follow from the ops.
   nlohmann::json to_json() const;
   static Program from_json(const nlohmann::json&);
 };

@@ -10,14 +10,27 @@ case "${1:-}" in
   ?*) echo "$0: takes no arguments (see --help)" >&2; exit 2 ;;
 esac
 
+# CPU seconds (user + system) of the finished child processes so far, from bash's `times` (run in
+# this shell, not in a pipe's subshell, whose children are not the stages).
+times_file=$(mktemp)
+trap 'rm -f "$times_file"' EXIT
+cpu_seconds() {  # sets cpu_now
+  times >"$times_file"
+  cpu_now=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$times_file")
+}
 times=()
-stage() {  # stage "name" command...: runs the command, prints and records its wall time
-  local name="$1" t0=$SECONDS
+stage() {  # stage "name" command...: runs the command, prints and records its wall and CPU time
+  local name="$1" t0=$SECONDS c0
+  cpu_seconds
+  c0=$cpu_now
   shift
   echo "== $name"
   "$@"
-  times+=("$(printf '%5d s  %s' $((SECONDS - t0)) "$name")")
-  echo "-- $name: $((SECONDS - t0)) s"
+  cpu_seconds
+  local wall=$((SECONDS - t0)) cpu=$((cpu_now - c0))
+  # CPU over wall: how busy the stage keeps the cores (2 on CI) - what overlapping stages could gain.
+  times+=("$(printf '%5d s  (CPU %5d s)  %s' $wall $cpu "$name")")
+  echo "-- $name: $wall s (CPU $cpu s)"
 }
 
 stage "Set-up and build (scripts/setup.sh)" scripts/setup.sh

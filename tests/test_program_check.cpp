@@ -74,6 +74,46 @@ TEST(ProgramCheck, EveryProgramTheEngineBuildsPasses) {
   }
 }
 
+TEST(ProgramCheck, TheJsonCarriesEachTemporaryTensorsLiveRange) {
+  // What the WebGPU executor plans its buffers by (web/webgpu/src/memory.ts): the ranges of
+  // Program::live_ranges, which the CPU arena uses; the host's tensors live for the whole run.
+  const ModelConfig m = small_model("erf");
+  BuildOptions opt;
+  opt.batch = 2;
+  opt.seq = 5;
+  const Program p = build_train_program(m, opt, TrainConfig{});
+  const auto live = p.live_ranges();
+  const nlohmann::json j = p.to_json();
+  const int end = int(p.ops.size());
+  int shorter = 0;
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const TensorInfo& t = p.tensors[i];
+    SCOPED_TRACE(t.name);
+    const auto& jt = j["tensors"][i];
+    if (t.persistent()) {
+      EXPECT_FALSE(jt.contains("live"));
+      continue;
+    }
+    ASSERT_TRUE(jt.contains("live"));
+    EXPECT_EQ(jt["live"], nlohmann::json({live[i].first, live[i].last}));
+    const bool host = t.kind == TensorKind::input || t.name == "loss" || t.name == "grad_norm" ||
+                      (t.name.starts_with("grad.") && p.tensor(p.id(t.name.substr(5))).kind == TensorKind::parameter);
+    if (host) {
+      EXPECT_EQ(jt["live"], nlohmann::json({-1, end}));
+    }
+    for (size_t k = 0; k < p.ops.size(); ++k)
+      for (const auto* ids : {&p.ops[k].inputs, &p.ops[k].outputs})
+        for (int id : *ids)
+          if (id == int(i)) {
+            EXPECT_TRUE(live[i].first <= int(k) && int(k) <= live[i].last) << "op " << k;
+          }
+    shorter += live[i].first >= 0;
+  }
+  EXPECT_GT(shorter, 10) << "the activations live for part of the run";
+  // Read back, the program writes the same JSON (the ranges follow from the ops).
+  EXPECT_EQ(Program::from_json(j).to_json(), j);
+}
+
 TEST(ProgramCheck, ShapesThatDisagreeAreRefused) {
   // A linear op whose weight does not match its input's width (its kernel would read K floats
   // per row of W from a narrower tensor).

@@ -54,59 +54,29 @@ std::vector<std::string> TensorStore::names() const {
 
 namespace {
 
-// Byte offsets of the program's non-persistent tensors in one arena, reusing memory by liveness:
-// a tensor is live from the first op that touches it to the last, and two tensors may share
-// bytes only if their live ranges do not overlap. Tensors the host writes before a run (inputs)
-// or reads after it (loss, gradient norm, logits, parameter gradients, and any tensor that no op
-// reads: a program's results, such as the attention maps of the inspect program) live for the
-// whole run. With share = false every tensor lives for the whole run (no reuse at all).
-// Placement is greedy, largest first, each at the lowest offset that is free for its whole
-// live range (the usual offset assignment of inference runtimes); it is deterministic.
+// Byte offsets of the program's non-persistent tensors in one arena, reusing memory by liveness
+// (Program::live_ranges: two tensors may share bytes only if their live ranges do not overlap).
+// With share = false every tensor lives for the whole run (no reuse at all). Placement is greedy,
+// largest first, each at the lowest offset that is free for its whole live range (the usual
+// offset assignment of inference runtimes); it is deterministic.
 std::vector<size_t> plan_arena(const Program& p, bool share, size_t& total, size_t& live_peak) {
   const size_t n = p.tensors.size();
   const int end = int(p.ops.size());
-  std::vector<int> first(n, end + 1), last(n, -1);
-  std::vector<bool> read(n, false);
-  for (int i = 0; i < end; i++) {
-    const Op& op = p.ops[size_t(i)];
-    for (const auto* ids : {&op.inputs, &op.outputs})
-      for (int id : *ids)
-        if (id >= 0) {
-          first[size_t(id)] = std::min(first[size_t(id)], i);
-          last[size_t(id)] = std::max(last[size_t(id)], i);
-        }
-    for (int id : op.inputs)
-      if (id >= 0) read[size_t(id)] = true;
-  }
-  auto whole_run = [&](size_t i) {
-    const TensorInfo& t = p.tensors[i];
-    if (!share || !read[i]) return true;
-    if (t.kind == TensorKind::input) return true;
-    if (t.name == "loss" || t.name == "grad_norm" || t.name == "logits") return true;
-    if (t.kind == TensorKind::gradient && t.name.starts_with("grad.")) {
-      const int src = p.find(t.name.substr(5));
-      if (src >= 0 && p.tensors[size_t(src)].kind == TensorKind::parameter) return true;
-    }
-    return false;
-  };
+  std::vector<LiveRange> live = p.live_ranges();
   std::vector<size_t> order;
   for (size_t i = 0; i < n; i++) {
-    const auto& t = p.tensors[i];
-    if (t.persistent()) continue;
-    if (whole_run(i) || last[i] < 0) {  // never touched by an op: the host's alone
-      first[i] = -1;
-      last[i] = end;
-    }
+    if (p.tensors[i].persistent()) continue;
+    if (!share) live[i] = LiveRange{-1, end};
     order.push_back(i);
   }
   auto bytes = [&](size_t i) { return (size_t(p.tensors[i].bytes()) + 63) / 64 * 64; };
   // The lower bound of any layout: the most bytes live at one time.
   live_peak = 0;
   for (int t = -1; t <= end; t++) {
-    size_t live = 0;
+    size_t now = 0;
     for (size_t i : order)
-      if (first[i] <= t && t <= last[i]) live += bytes(i);
-    live_peak = std::max(live_peak, live);
+      if (live[i].first <= t && t <= live[i].last) now += bytes(i);
+    live_peak = std::max(live_peak, now);
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bytes(a) > bytes(b); });
   std::vector<size_t> offsets(n, 0);
@@ -116,7 +86,7 @@ std::vector<size_t> plan_arena(const Program& p, bool share, size_t& total, size
     // The placed tensors live at the same time as this one, by offset.
     std::vector<std::pair<size_t, size_t>> busy;
     for (size_t j : placed)
-      if (first[j] <= last[i] && first[i] <= last[j]) busy.push_back({offsets[j], offsets[j] + bytes(j)});
+      if (live[j].overlaps(live[i])) busy.push_back({offsets[j], offsets[j] + bytes(j)});
     std::sort(busy.begin(), busy.end());
     size_t off = 0;
     for (const auto& [b0, b1] : busy) {

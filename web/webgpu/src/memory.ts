@@ -1,10 +1,9 @@
 // Memory shared by liveness: which GPU buffer holds each non-persistent tensor of a program.
 //
-// The rule is the CPU backend's (engine/backends/cpu/cpu_backend.cpp, plan_arena): a tensor is
-// live from the first op that touches it to the last, and two tensors may share memory only if
-// their live ranges do not overlap. Tensors the host writes before a run (inputs) or reads after
-// it (loss, gradient norm, logits, the parameters' gradients, and any tensor no op reads: a
-// program's results, such as the inspect program's attention maps) live for the whole run.
+// The live ranges are the engine's (Program::live_ranges in engine/program.h, written into the
+// program's JSON as each tensor's "live": [first, last]), the ones the CPU executor's arena is
+// planned by: two tensors may share memory only if their ranges do not overlap. A program without
+// them (one made by hand, such as the kernel checks' one-op programs) gets a buffer per tensor.
 //
 // Where the CPU places tensors at byte offsets in one arena, WebGPU shares whole buffers: each
 // tensor is bound at offset 0 of its buffer (no 256-byte offset alignment to respect, no arena
@@ -31,35 +30,12 @@ export const bufferBytes = (shape: readonly number[]): number => Math.max(16, Ma
 export function planMemory(p: ProgramJSON, share = true): MemoryPlan {
   const n = p.tensors.length;
   const end = p.ops.length;
-  const first = new Array<number>(n).fill(end + 1);
-  const last = new Array<number>(n).fill(-1);
-  const read = new Array<boolean>(n).fill(false);
-  p.ops.forEach((op, i) => {
-    for (const id of [...op.inputs, ...op.outputs])
-      if (id >= 0) {
-        first[id] = Math.min(first[id]!, i);
-        last[id] = Math.max(last[id]!, i);
-      }
-    for (const id of op.inputs) if (id >= 0) read[id] = true;
-  });
-  const index = new Map(p.tensors.map((t, i) => [t.name, i]));
-  const wholeRun = (i: number): boolean => {
-    const t = p.tensors[i]!;
-    if (!share || !read[i] || t.kind === 'input') return true;
-    if (t.name === 'loss' || t.name === 'grad_norm' || t.name === 'logits') return true;
-    if (t.kind === 'gradient' && t.name.startsWith('grad.')) {
-      const src = index.get(t.name.slice(5));
-      if (src !== undefined && p.tensors[src]!.kind === 'parameter') return true;
-    }
-    return false;
-  };
+  const first = new Array<number>(n).fill(-1);
+  const last = new Array<number>(n).fill(end);
   const order: number[] = [];
   p.tensors.forEach((t, i) => {
     if (isPersistent(t)) return;
-    if (wholeRun(i) || last[i]! < 0) {
-      first[i] = -1;
-      last[i] = end;
-    }
+    if (share && t.live) [first[i], last[i]] = t.live;
     order.push(i);
   });
   const bytes = (i: number): number => bufferBytes(p.tensors[i]!.shape);

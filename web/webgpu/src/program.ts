@@ -9,6 +9,9 @@ export interface TensorInfo {
   dtype: DType;
   shape: number[];
   trainable: boolean;
+  // The ops [first, last] during which the tensor keeps its value (non-persistent tensors of a
+  // program the engine wrote: Program::live_ranges in engine/program.h); memory.ts shares buffers by them.
+  live?: [number, number];
 }
 
 export type OpKind =
@@ -80,10 +83,26 @@ export function parseProgram(src: string | ProgramJSON): ProgramJSON {
     if (t.dtype !== 'f32' && t.dtype !== 'i32')
       throw new ProgramError(`tensor '${t.name}' has dtype ${String(t.dtype)}`);
   }
+  const end = p.ops.length;
+  for (const t of p.tensors) {
+    if (t.live === undefined) continue;
+    const [first, last] = Array.isArray(t.live) && t.live.length === 2 ? t.live : [NaN, NaN];
+    if (!Number.isInteger(first) || !Number.isInteger(last) || first < -1 || first > last || last > end)
+      throw new ProgramError(
+        `tensor '${t.name}' has live range ${JSON.stringify(t.live)} (two op indices, -1 to ${end})`,
+      );
+  }
   p.ops.forEach((op, k) => {
-    for (const id of [...op.inputs, ...op.outputs])
+    for (const id of [...op.inputs, ...op.outputs]) {
       if (id !== -1 && (id < 0 || id >= p.tensors.length))
         throw new ProgramError(`op ${k} (${op.op}) refers to tensor id ${id}, outside the table`);
+      // A range that leaves out an op using the tensor would let another tensor overwrite it.
+      const live = id >= 0 ? p.tensors[id]!.live : undefined;
+      if (live && (k < live[0] || k > live[1]))
+        throw new ProgramError(
+          `tensor '${p.tensors[id]!.name}' has live range [${live[0]}, ${live[1]}] but op ${k} (${op.op}) uses it`,
+        );
+    }
     op.attrs ??= {};
   });
   return p;

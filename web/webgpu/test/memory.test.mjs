@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 
-import { WebGPUTrainer, bufferBytes, planMemory } from '../dist/index.js';
+import { WebGPUTrainer, bufferBytes, parseProgram, planMemory } from '../dist/index.js';
 import { OUT, backend, closeBackend, rng, run, tool } from './helpers.mjs';
 
 after(closeBackend);
@@ -41,6 +41,11 @@ function liveRanges(p) {
 
 function checkPlan(p, plan) {
   const range = liveRanges(p);
+  // The engine's ranges, which the plan reads from the JSON, are the ones computed here.
+  p.tensors.forEach((t, i) => {
+    const persistent = ['parameter', 'optim_state', 'state'].includes(t.kind);
+    assert.deepEqual(t.live, persistent ? undefined : range[i], `live range of '${t.name}'`);
+  });
   const bySlot = new Map();
   p.tensors.forEach((t, i) => {
     const persistent = ['parameter', 'optim_state', 'state'].includes(t.kind);
@@ -59,6 +64,26 @@ function checkPlan(p, plan) {
   );
   assert.ok(plan.livePeak <= plan.bytes, 'no layout holds less than the live peak');
 }
+
+test("a program's live ranges: checked against its ops; without them, a buffer per tensor", () => {
+  const p = program('tiny-generate-ranges', ['--preset', 'tiny', '--program', 'generate']);
+  const i = p.tensors.findIndex((t) => t.live && t.live[0] >= 0 && t.live[1] > t.live[0]);
+  const name = p.tensors[i].name;
+  const cut = structuredClone(p);
+  cut.tensors[i].live = [cut.tensors[i].live[0], cut.tensors[i].live[0]];
+  assert.throws(
+    () => parseProgram(cut),
+    new RegExp(`tensor '${name.replace(/\./g, '\\.')}' has live range \\[\\d+, \\d+\\] but op \\d+ \\(\\w+\\) uses it`),
+  );
+  const bad = structuredClone(p);
+  bad.tensors[i].live = [0, p.ops.length + 1];
+  assert.throws(() => parseProgram(bad), /has live range \[0,\d+\] \(two op indices, -1 to \d+\)/);
+  const bare = structuredClone(p);
+  for (const t of bare.tensors) delete t.live;
+  const plan = planMemory(parseProgram(bare));
+  assert.equal(plan.bytes, plan.unshared, 'no ranges: nothing shared');
+  assert.ok(planMemory(parseProgram(p)).bytes < plan.bytes, 'with them: shared');
+});
 
 test('the plan: no two tensors live at once share a buffer; near the live peak', () => {
   // [name, ptl program's options, the most bytes allowed over the live peak]: whole buffers fit
