@@ -31,6 +31,7 @@ training: wall time of `steps` back-to-back steps between two torch.cuda.synchro
 """
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -170,14 +171,17 @@ def bench_gpt2(name, variant, optimizer_kind, batch, rank, alpha, steps, warmup,
     batch = batch or default_batch
     cfg = GPTConfig(gelu="tanh", **g2)
     torch.manual_seed(0)
-    if hasattr(torch.device, "__enter__"):  # torch 2: initialised on the device itself (355M: seconds on a CPU)
-        with torch.device(dev):
-            model = TinyGPT(cfg)
-    else:
-        model = TinyGPT(cfg).to(dev)
+    # torch 2: the model and its adapters initialised on the device itself (355M: seconds on a CPU);
+    # torch 1 builds on the CPU and moves the whole model, adapters included, before the optimizer.
+    on_device = hasattr(torch.device, "__enter__")
+    with torch.device(dev) if on_device else contextlib.nullcontext():
+        model = TinyGPT(cfg)
+        params = apply_lora(model, rank=rank, alpha=alpha, targets=LORA_TARGETS) if variant == "lora" else None
+    if not on_device:
+        model.to(dev)
+        params = params and [p for p in model.parameters() if p.requires_grad]
     model.train()
     if variant == "lora":
-        params = apply_lora(model, rank=rank, alpha=alpha, targets=LORA_TARGETS)
         groups = [{"params": params, "weight_decay": 0.0}]
     else:
         params = list(model.parameters())
