@@ -94,12 +94,12 @@ void run_lora_merge(const MergeArgs& a) {
               lora_targets_string(lora.targets).c_str(), a.base.c_str(), a.out.c_str());
 }
 
-struct InfoArgs {
+struct LoraInfoArgs {
   std::string adapter;
   bool json = false;
 };
 
-void run_lora_info(const InfoArgs& a) {
+void run_lora_info(const LoraInfoArgs& a) {
   const auto bytes = read_file_bytes(a.adapter);
   SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), a.adapter);
   AdapterContents c = inspect_adapter(f, a.adapter);
@@ -188,7 +188,7 @@ void run_import_peft(const PeftArgs& a) {
               lora.alpha, lora_targets_string(lora.targets).c_str(), ours.tensors.size(), a.base.c_str());
 }
 
-struct BenchArgs {
+struct LoraBenchArgs {
   std::string presets = "small,large";
   int rank = default_lora().rank, steps = 20, warmup = 3;
   double alpha = default_lora().alpha;
@@ -217,7 +217,7 @@ nlohmann::json program_bytes(const Program& p) {
 
 // Full fine-tuning against LoRA on the same base: memory (store + arena) and step time, the two
 // sides alternating step by step so machine noise hits both alike.
-void run_lora_bench(const BenchArgs& a) {
+void run_lora_bench(const LoraBenchArgs& a) {
   LoraConfig lora;
   lora.rank = a.rank;
   lora.alpha = a.alpha;
@@ -335,7 +335,7 @@ void add_lora(CLI::App& app) {
   merge->add_option("--out", m->out, "Merged checkpoint to write")->required();
   merge->callback([m]() { run_lora_merge(*m); });
 
-  auto i = std::make_shared<InfoArgs>();
+  auto i = std::make_shared<LoraInfoArgs>();
   CLI::App* info = lora->add_subcommand("info", "Describe an adapter file");
   info->add_option("adapter", i->adapter, "Adapter file")->required();
   info->add_flag("--json", i->json, "Print JSON");
@@ -363,7 +363,7 @@ void add_lora(CLI::App& app) {
   imp->add_option("--out", im->out, "Adapter file to write")->required();
   imp->callback([im]() { run_import_peft(*im); });
 
-  auto b = std::make_shared<BenchArgs>();
+  auto b = std::make_shared<LoraBenchArgs>();
   CLI::App* bench = lora->add_subcommand("bench", "Memory and step time of LoRA against full fine-tuning, per preset");
   bench->add_option("--presets", b->presets, "Comma-separated presets")->capture_default_str();
   bench->add_option("--rank", b->rank, "Adapter rank")->capture_default_str();

@@ -37,14 +37,14 @@ void run_sft(const FinetuneArgs& a) {
               double(s.tokens_seen) / std::max(1e-9, s.elapsed_seconds), path.c_str());
 }
 
-struct EvalArgs {
+struct SftEvalArgs {
   std::string checkpoint, adapter, data;
   int max_tokens = 0;
   int show = 3;
   bool json = false;
 };
 
-void run_sft_eval(const EvalArgs& a) {
+void run_sft_eval(const SftEvalArgs& a) {
   auto trainer = Trainer::from_checkpoint(read_file_bytes(a.checkpoint), a.checkpoint);
   if (!a.adapter.empty()) trainer->load_adapter(read_file_bytes(a.adapter), a.adapter);
   const auto examples = read_sft_file(a.data, &trainer->tokenizer().id());
@@ -109,7 +109,7 @@ void add_sft(CLI::App& app) {
       ->check(dropout_rate());
   cmd->callback([a]() { run_sft(*a); });
 
-  auto e = std::make_shared<EvalArgs>();
+  auto e = std::make_shared<SftEvalArgs>();
   CLI::App* ev = app.add_subcommand("sft-eval", "Exact-match accuracy of greedy replies to SFT examples (JSONL)");
   ev->add_option("checkpoint", e->checkpoint, "Checkpoint")->required();
   ev->add_option("--adapter", e->adapter, "LoRA adapter to apply to the checkpoint");

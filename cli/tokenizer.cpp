@@ -37,12 +37,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // ---- train ----
 
-struct TrainArgs {
+struct TokenizerTrainArgs {
   std::string data, out;
   int vocab_size = 4096;
 };
 
-void run_train(const TrainArgs& a) {
+void run_tokenizer_train(const TokenizerTrainArgs& a) {
   check_not_overwriting(a.out, a.data, "--out names the training text itself: " + a.out);
   const std::string text = read_text_file(a.data);
   const bool tty = isatty(fileno(stderr));
@@ -152,12 +152,12 @@ void run_decode(const DecodeArgs& a) {
 
 // ---- info ----
 
-struct InfoArgs {
+struct TokenizerInfoArgs {
   std::string tokenizer;
   bool json = false;
 };
 
-void run_info(const InfoArgs& a) {
+void run_tokenizer_info(const TokenizerInfoArgs& a) {
   const Tokenizer t = load_tokenizer(a.tokenizer);
   nlohmann::json specials = nlohmann::json::array();
   for (const auto& s : t.specials()) specials.push_back({{"text", s.text}, {"id", s.id}});
@@ -203,7 +203,7 @@ void add_tokenizer(CLI::App& app) {
       "files); writes tokenizer.json.");
   tok->require_subcommand(1);
 
-  auto ta = std::make_shared<TrainArgs>();
+  auto ta = std::make_shared<TokenizerTrainArgs>();
   CLI::App* train = tok->add_subcommand(
       "train",
       "Train a byte-level BPE tokenizer on a text and write it as tokenizer.json (ids 0-255 are the bytes, "
@@ -215,7 +215,7 @@ void add_tokenizer(CLI::App& app) {
       ->check(CLI::Range(kMinTrainVocab, kMaxTrainVocab))
       ->capture_default_str();
   train->add_option("--out", ta->out, "Where to write tokenizer.json")->required();
-  train->callback([ta]() { run_train(*ta); });
+  train->callback([ta]() { run_tokenizer_train(*ta); });
 
   auto ea = std::make_shared<EncodeArgs>();
   CLI::App* encode = tok->add_subcommand(
@@ -246,11 +246,11 @@ void add_tokenizer(CLI::App& app) {
   convert->add_option("--out", ca->out, "Where to write tokenizer.json")->required();
   convert->callback([ca]() { run_convert(*ca); });
 
-  auto ia = std::make_shared<InfoArgs>();
+  auto ia = std::make_shared<TokenizerInfoArgs>();
   CLI::App* info = tok->add_subcommand("info", "Show a tokenizer's type, vocabulary size, merges and special tokens");
   info->add_option("tokenizer", ia->tokenizer, kTokenizerHelp)->required();
   info->add_flag("--json", ia->json, "Print one JSON object {tokenizer, type, vocab_size, merges, specials}");
-  info->callback([ia]() { run_info(*ia); });
+  info->callback([ia]() { run_tokenizer_info(*ia); });
 }
 
 }  // namespace ptl::cli

@@ -38,8 +38,6 @@ dropout::Mask mask(double p, const std::string& stream, uint32_t key, uint32_t s
   return m;
 }
 
-ModelConfig tiny() { return find_preset("tiny").model; }
-
 int count_ops(const Program& p, OpKind kind) {
   int n = 0;
   for (const auto& op : p.ops) n += op.kind == kind;

@@ -18,8 +18,6 @@ using namespace ptl::test;
 
 namespace {
 
-ModelConfig tiny() { return find_preset("tiny").model; }  // 2 layers, d 48, 3 heads, ctx 32
-
 std::vector<float> random_floats(size_t n, uint64_t seed, double scale = 1.0) {
   Rng rng(seed);
   std::vector<float> v(n);

@@ -15,29 +15,18 @@ using namespace ptl::test;
 
 namespace {
 
-ModelConfig tiny(int ctx = 32) {
-  ModelConfig mc = find_preset("tiny").model;
+ModelConfig tiny_with_ctx(int ctx) {
+  ModelConfig mc = tiny();
   mc.ctx = ctx;
   return mc;
 }
 
 // A base model as a checkpoint file's bytes, and a trainer loaded from them.
 std::vector<uint8_t> base_bytes(uint64_t seed = 42, int ctx = 32) {
-  return Trainer(tiny(ctx), train_config(4, seed)).save_checkpoint(false);
+  return Trainer(tiny_with_ctx(ctx), train_config(4, seed)).save_checkpoint(false);
 }
 std::unique_ptr<Trainer> load(const std::vector<uint8_t>& bytes) {
   return Trainer::from_checkpoint(bytes, "base.tinygpt");
-}
-
-std::vector<float> logits_of(Trainer& tr, const Batch& b) {
-  const float* z = tr.logits(b);
-  return std::vector<float>(z, z + size_t(b.batch) * b.seq * 256);
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
 }
 
 LoraConfig lora(int rank, std::set<std::string> targets = {"q", "v"}, double alpha = 8.0) {
@@ -58,15 +47,6 @@ void randomise_b(Trainer& tr, uint64_t seed, float scale = 0.05f) {
       float* p = tr.store().find(t.name);
       for (int64_t i = 0; i < t.numel(); ++i) p[i] = float(scale * rng.normal());
     }
-}
-
-void compute_gradients(Trainer& tr, const Batch& b) {
-  cpu::Executor& ex = tr.train_executor();
-  std::memcpy(ex.i32("tokens"), b.inputs.data(), b.inputs.size() * 4);
-  std::memcpy(ex.i32("targets"), b.targets.data(), b.targets.size() * 4);
-  ex.f32("optim.hparams")[0] = 0.0f;
-  ex.f32("optim.hparams")[1] = 1.0f;
-  ex.run();
 }
 
 }  // namespace

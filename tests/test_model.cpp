@@ -14,21 +14,7 @@
 using namespace ptl;
 using namespace ptl::test;
 
-namespace {
-
-ModelConfig tiny() { return find_preset("tiny").model; }
-
-// Runs the training program with learning rate 0: gradients are computed, weights stay put.
-void compute_gradients(Trainer& tr, const Batch& b) {
-  cpu::Executor& ex = tr.train_executor();
-  std::memcpy(ex.i32("tokens"), b.inputs.data(), b.inputs.size() * 4);
-  std::memcpy(ex.i32("targets"), b.targets.data(), b.targets.size() * 4);
-  ex.f32("optim.hparams")[0] = 0.0f;
-  ex.f32("optim.hparams")[1] = 1.0f;
-  ex.run();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(Model, PresetParameterCountsMatchTheSpec) {
   const std::map<std::string, int64_t> spec = {{"tiny", 70464},       {"small", 366432},  {"medium", 838400},

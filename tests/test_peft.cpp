@@ -30,7 +30,7 @@ ModelConfig tiny_gpt2() {
   return mc;
 }
 
-std::vector<uint8_t> base_bytes(uint64_t seed = 42) {
+std::vector<uint8_t> gpt2_base_bytes(uint64_t seed = 42) {
   return Trainer(tiny_gpt2(), train_config(4, seed)).save_checkpoint(false);
 }
 
@@ -54,17 +54,6 @@ void randomise(Trainer& tr, uint64_t seed) {
   }
 }
 
-std::vector<float> logits_of(Trainer& tr, const Batch& b) {
-  const float* l = tr.logits(b);
-  return std::vector<float>(l, l + size_t(b.batch) * b.seq * tr.model_config().vocab_size);
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
-
 std::vector<float> tensor(const Trainer& tr, const std::string& name, int64_t n) {
   const float* p = tr.read_tensor(name);
   return std::vector<float>(p, p + n);
@@ -84,7 +73,7 @@ const char* kPeftConfig = R"({
 TEST(LoraQkv, IsOneAdapterOverQKAndV) {
   // The fused adapter with A and B = [Bq; Bk; Bv] is three adapters that share A: q, k and v
   // each with A and their row block of B.
-  const auto bytes = base_bytes();
+  const auto bytes = gpt2_base_bytes();
   auto fused = Trainer::from_checkpoint(bytes, "base");
   auto apart = Trainer::from_checkpoint(bytes, "base");
   const Batch b = random_batch(2, 32, 5);
@@ -124,7 +113,7 @@ TEST(LoraQkv, IsOneAdapterOverQKAndV) {
 }
 
 TEST(LoraQkv, GradientsMatchFiniteDifferences) {
-  auto tr = Trainer::from_checkpoint(base_bytes(), "base");
+  auto tr = Trainer::from_checkpoint(gpt2_base_bytes(), "base");
   tr->enable_lora(lora(kGpt2Modules, 2, 4.0), 3);
   randomise(*tr, 9);
   const Batch b = random_batch(4, 32, 11);
@@ -226,7 +215,7 @@ TEST(Peft, ConfigReadAndWritten) {
 }
 
 TEST(Peft, TensorsMapToGpt2Names) {
-  auto tr = Trainer::from_checkpoint(base_bytes(), "base");
+  auto tr = Trainer::from_checkpoint(gpt2_base_bytes(), "base");
   tr->set_base_sha256(std::string(64, 'a'));
   tr->enable_lora(lora(kGpt2Modules), 1);
   randomise(*tr, 2);
@@ -288,7 +277,7 @@ TEST(Peft, TensorsMapToGpt2Names) {
 
 TEST(Peft, CliRoundTripIsBitwiseAndBadFoldersAreOneLine) {
   TempDir d;
-  write_file_atomic(d.file("base.tinygpt"), base_bytes());
+  write_file_atomic(d.file("base.tinygpt"), gpt2_base_bytes());
   auto tr = Trainer::from_checkpoint(read_file_bytes(d.file("base.tinygpt")), "base.tinygpt");
   tr->enable_lora(lora(kGpt2Modules, 4, 16.0), 1);
   randomise(*tr, 2);

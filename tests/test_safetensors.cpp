@@ -19,10 +19,12 @@
 
 #include "engine/error.h"
 #include "engine/safetensors.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using ptl::DType;
 using ptl::SafeTensors;
+using ptl::test::TempDir;
 
 namespace {
 
@@ -87,26 +89,6 @@ SafeTensors sample() {
   st.add("caf\xc3\xa9.bias", DType::f32, {1}, &nan_bits);
   return st;
 }
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ptl_test_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::set<std::string> listing() const {
-    std::set<std::string> names;
-    for (const auto& e : fs::directory_iterator(path)) names.insert(e.path().filename().string());
-    return names;
-  }
-};
 
 }  // namespace
 

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "engine/config.h"
 #include "engine/data.h"
 #include "engine/error.h"
+#include "engine/trainer.h"
 
 namespace ptl::test {
 
@@ -32,6 +36,12 @@ struct TempDir {
   }
   ~TempDir() { std::filesystem::remove_all(path); }
   std::string file(const std::string& name) const { return (path / name).string(); }
+  // The names of the folder's entries (what a failed write must not leave behind).
+  std::set<std::string> listing() const {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(path)) names.insert(e.path().filename().string());
+    return names;
+  }
 };
 
 // English-like text of n bytes, deterministic, so tests need no corpus file.
@@ -127,6 +137,32 @@ inline Batch random_batch(int B, int T, uint64_t seed) {
   for (auto& t : b.inputs) t = int32_t(rng.below(256));
   for (auto& t : b.targets) t = int32_t(rng.below(256));
   return b;
+}
+
+// The Tiny preset's model (2 layers, d 48, 3 heads, ctx 32): the tests' default shape.
+inline ModelConfig tiny() { return find_preset("tiny").model; }
+
+// Runs the training program with learning rate 0 at step 1: the gradients are computed, the
+// weights stay put.
+inline void compute_gradients(Trainer& tr, const Batch& b) {
+  cpu::Executor& ex = tr.train_executor();
+  std::memcpy(ex.i32("tokens"), b.inputs.data(), b.inputs.size() * 4);
+  std::memcpy(ex.i32("targets"), b.targets.data(), b.targets.size() * 4);
+  ex.f32("optim.hparams")[0] = 0.0f;
+  ex.f32("optim.hparams")[1] = 1.0f;
+  ex.run();
+}
+
+// The logits [B*T, V] of a batch, copied out of the trainer's buffer.
+inline std::vector<float> logits_of(Trainer& tr, const Batch& b) {
+  const float* l = tr.logits(b);
+  return std::vector<float>(l, l + size_t(b.batch) * b.seq * tr.model_config().vocab_size);
+}
+
+inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
 }
 
 }  // namespace ptl::test
