@@ -10,27 +10,29 @@ case "${1:-}" in
   ?*) echo "$0: takes no arguments (see --help)" >&2; exit 2 ;;
 esac
 
-# CPU seconds (user + system) of the finished child processes so far, from bash's `times` (run in
-# this shell, not in a pipe's subshell, whose children are not the stages).
-times_file=$(mktemp)
-trap 'rm -f "$times_file"' EXIT
-cpu_seconds() {  # sets cpu_now
-  times >"$times_file"
-  cpu_now=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$times_file")
+# How busy a stage keeps the machine's cores, from /proc/stat (every process counts, Chromium's and
+# the GPU driver's included): busy jiffies over all jiffies, times the core count.
+cpu_jiffies() {  # sets busy_now and total_now
+  local _cpu user nice system idle iowait irq softirq steal _guest
+  read -r _cpu user nice system idle iowait irq softirq steal _guest </proc/stat
+  busy_now=$((user + nice + system + irq + softirq + steal))  # guest time is inside user's
+  total_now=$((busy_now + idle + iowait))
 }
 times=()
-stage() {  # stage "name" command...: runs the command, prints and records its wall and CPU time
-  local name="$1" t0=$SECONDS c0
-  cpu_seconds
-  c0=$cpu_now
+stage() {  # stage "name" command...: runs the command, prints and records its wall time and busy cores
+  local name="$1" t0=$SECONDS b0 s0
+  cpu_jiffies
+  b0=$busy_now s0=$total_now
   shift
   echo "== $name"
   "$@"
-  cpu_seconds
-  local wall=$((SECONDS - t0)) cpu=$((cpu_now - c0))
-  # CPU over wall: how busy the stage keeps the cores (2 on CI) - what overlapping stages could gain.
-  times+=("$(printf '%5d s  (CPU %5d s)  %s' $wall $cpu "$name")")
-  echo "-- $name: $wall s (CPU $cpu s)"
+  cpu_jiffies
+  local wall=$((SECONDS - t0)) cores
+  # Busy cores over the stage (of nproc, 2 on CI): what overlapping stages could gain.
+  cores=$(awk -v b=$((busy_now - b0)) -v t=$((total_now - s0)) -v n="$(nproc)" \
+    'BEGIN { printf "%.1f", t > 0 ? b / t * n : 0 }')
+  times+=("$(printf '%5d s  (%s of %d cores busy)  %s' $wall "$cores" "$(nproc)" "$name")")
+  echo "-- $name: $wall s ($cores of $(nproc) cores busy)"
 }
 
 stage "Set-up and build (scripts/setup.sh)" scripts/setup.sh
