@@ -10,12 +10,12 @@ esac
 
 # The benchmarks (docs/performance.md) add: libopenblas-dev (bench/matmul_vs_openblas and
 # bench/linear_ab link -lopenblas), python3-matplotlib (bench/plot*.py, bench/wasm_table.py --svg),
-# xz-utils (bench/gpu_pack.sh). The tests add clang: the sanitizer and fuzzing stage's build
-# (CMakePresets.json, preset asan).
+# xz-utils (bench/gpu_pack.sh), bible-kjv (bench/lora_defaults --corpus kjv: another author's
+# text). The tests add clang: the sanitizer and fuzzing stage's build (CMakePresets.json, preset asan).
 packages=(g++ cmake ninja-build libgtest-dev libcli11-dev nlohmann-json3-dev
           python3-torch python3-numpy python3-pytest libopenblas0-pthread
           emscripten chromium libvulkan1 clang-format clang
-          libopenblas-dev python3-matplotlib xz-utils)
+          libopenblas-dev python3-matplotlib xz-utils bible-kjv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
