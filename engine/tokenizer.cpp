@@ -56,7 +56,7 @@ uint64_t pair_key(int32_t left, int32_t right) {
 constexpr uint64_t kEmptyKey = ~uint64_t{0};  // ids are below 2^20, so no pair packs to this
 size_t slot_of(uint64_t key, size_t mask) { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask; }
 
-std::string quoted(std::string_view s) {
+std::string in_quotes(std::string_view s) {
   std::string out = "'";
   for (unsigned char c : s) {
     if (c < 0x20 || c == 0x7F) {
@@ -111,14 +111,14 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
   int64_t max_id = -1;
   for (const auto& [spelling, id] : s.vocab) {
     if (id < 0 || id >= kMaxVocab)
-      fail(at + "token " + quoted(spelling) + " has id " + std::to_string(id) + ", outside 0.." +
+      fail(at + "token " + in_quotes(spelling) + " has id " + std::to_string(id) + ", outside 0.." +
            std::to_string(kMaxVocab - 1));
     max_id = std::max(max_id, id);
   }
   for (const auto& sp : s.specials) {
     if (sp.text.empty()) fail(at + "a special token has empty text (id " + std::to_string(sp.id) + ")");
     if (sp.id < 0 || sp.id >= kMaxVocab)
-      fail(at + "special token " + quoted(sp.text) + " has id " + std::to_string(sp.id) + ", outside 0.." +
+      fail(at + "special token " + in_quotes(sp.text) + " has id " + std::to_string(sp.id) + ", outside 0.." +
            std::to_string(kMaxVocab - 1));
     max_id = std::max<int64_t>(max_id, sp.id);
   }
@@ -133,8 +133,8 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
   for (auto& [spelling, id64] : s.vocab) {
     const auto id = static_cast<int32_t>(id64);
     if (t.present_[id])
-      fail(at + "id " + std::to_string(id) + " is given to both " + quoted(t.spelling_[id]) + " and " +
-           quoted(spelling));
+      fail(at + "id " + std::to_string(id) + " is given to both " + in_quotes(t.spelling_[id]) + " and " +
+           in_quotes(spelling));
     t.present_[id] = 1;
     // A spelling outside the byte map stands for its own UTF-8 bytes, as Hugging Face's ByteLevel
     // decoder reads it (no merge can produce it: encoding only ever starts from mapped bytes).
@@ -144,10 +144,10 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
   }
   for (const auto& sp : s.specials) {
     if (t.present_[sp.id] && t.spelling_[sp.id] != sp.text)
-      fail(at + "special token " + quoted(sp.text) + " has id " + std::to_string(sp.id) + ", which is " +
-           quoted(t.spelling_[sp.id]) + " in the vocabulary");
+      fail(at + "special token " + in_quotes(sp.text) + " has id " + std::to_string(sp.id) + ", which is " +
+           in_quotes(t.spelling_[sp.id]) + " in the vocabulary");
     for (const auto& other : t.specials_)
-      if (other.text == sp.text) fail(at + "special token " + quoted(sp.text) + " is listed twice");
+      if (other.text == sp.text) fail(at + "special token " + in_quotes(sp.text) + " is listed twice");
     t.present_[sp.id] = 1;
     t.bytes_[sp.id] = sp.text;
     t.spelling_[sp.id] = sp.text;
@@ -161,7 +161,7 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
     if (it == by_spelling.end()) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
-      fail(at + "no token for byte " + hex + " (spelled " + quoted(spelled) +
+      fail(at + "no token for byte " + hex + " (spelled " + in_quotes(spelled) +
            "): a byte-level vocabulary needs all 256");
     }
     t.byte_id_[b] = it->second;
@@ -171,7 +171,7 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
   const auto lookup = [&](const std::string& spelling, size_t i, const char* what) {
     auto it = by_spelling.find(spelling);
     if (it == by_spelling.end())
-      fail(at + where(i) + ": " + what + " " + quoted(spelling) + " is not in the vocabulary");
+      fail(at + where(i) + ": " + what + " " + in_quotes(spelling) + " is not in the vocabulary");
     return it->second;
   };
   t.merges_.reserve(s.merges.size());
@@ -186,7 +186,7 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
     size_t slot = slot_of(key, cap - 1);
     while (t.merge_keys_[slot] != kEmptyKey) {
       if (t.merge_keys_[slot] == key)
-        fail(at + where(i) + ": " + quoted(a + " " + b) + " repeats " + where(t.merge_ranks_[slot]));
+        fail(at + where(i) + ": " + in_quotes(a + " " + b) + " repeats " + where(t.merge_ranks_[slot]));
       slot = (slot + 1) & (cap - 1);
     }
     t.merge_keys_[slot] = key;
