@@ -260,6 +260,12 @@ int build_features(Program& p, const ModelConfig& cfg, const BuildOptions& opt) 
   p.add_op(OpKind::embedding, {tokens, tok_emb, b.param("pos_emb.weight"), b.pos0}, {x});
   x = b.dropout(x, b.drop, "emb.drop");
   for (int i = 0; i < cfg.n_layers; ++i) x = b.block(x, i);
+  if (opt.last_position_only && T > 1) {
+    check(B == 1, "only the last position: a batch of one sequence");
+    const int last = b.act("last.out", {1, 1, C});
+    p.add_op(OpKind::slice_rows, {x}, {last}, {{"first", double(T - 1)}});
+    x = last;
+  }
   return b.layernorm(x, "ln_f");
 }
 
@@ -343,6 +349,7 @@ Program build_generate_program(const ModelConfig& cfg, const LoraConfig& lora, i
   opt.seq = seq;
   check(seq >= 1, "generate: the program must take at least one token");
   opt.lora = lora;
+  opt.last_position_only = true;
   build_forward(p, cfg, opt);
   return p;
 }

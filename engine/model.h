@@ -33,6 +33,10 @@ struct BuildOptions {
   // Inspection: next to each layer's attention, an attention_probs op over the same q and k
   // writes the probabilities it applies, "blocks.{i}.attn.probs" [B, H, T, T].
   bool attention_probs = false;
+  // Generation over a prompt (batch 1): only the last position's logits, the next token's, are
+  // needed; the positions before it go through the blocks for the KV cache and stop there (a
+  // slice_rows op before the final LayerNorm). build_generate_program sets it.
+  bool last_position_only = false;
   // Dropout rate of the model's sites (docs/model.md, "Dropout"). Train programs only (the
   // builder ignores it in every other program); build_train_program sets it from
   // TrainConfig::dropout. With it or the LoRA dropout above 0 a train program has the input
@@ -47,7 +51,8 @@ std::vector<TensorInfo> parameter_list(const ModelConfig&, const LoraConfig& = {
 // projections, zero biases, unit LayerNorm gains; LoRA A Kaiming-uniform, B zero).
 void init_parameter(const ModelConfig&, const TensorInfo&, uint64_t seed, float* out);
 
-// The forward pass up to the final LayerNorm: tokens [B, T] -> "ln_f.out" [B, T, d]; returns its id.
+// The forward pass up to the final LayerNorm: tokens [B, T] -> "ln_f.out" [B, T, d] ([1, 1, d] with
+// last_position_only); returns its id.
 int build_features(Program&, const ModelConfig&, const BuildOptions&);
 // The same, then the tied output projection: -> "logits" [B*T, V]; returns the logits' id.
 int build_forward(Program&, const ModelConfig&, const BuildOptions&);
@@ -65,7 +70,8 @@ Program build_train_program(const ModelConfig&, const BuildOptions&, const Train
 // Generation with a KV cache ("cache.k.{i}", "cache.v.{i}" [ctx, d], kind state): `seq` tokens
 // (one at a time, or a prompt's at once) at positions pos0 .. pos0 + seq - 1, their keys and
 // values written to the cache. Inputs: "tokens" i32[1, seq], "pos0" i32[1] (the first token's
-// position). Output: "logits" [seq, V], row i bitwise what the tokens one at a time give.
+// position). Output: "logits" [1, V] for the last of them (BuildOptions::last_position_only),
+// bitwise what the tokens one at a time give.
 Program build_generate_program(const ModelConfig&, const LoraConfig& = {}, int seq = 1);
 // "Watch the model think": the forward pass of one sequence of `seq` tokens (1..ctx) with every
 // layer's attention probabilities ("blocks.{i}.attn.probs" [1, H, seq, seq], results no op

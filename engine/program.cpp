@@ -28,6 +28,7 @@ constexpr const char* kOpNames[] = {
     "kv_cache_write",
     "attention_cached",
     "attention_probs",
+    "slice_rows",
     "gelu",
     "gelu_backward",
     "add",

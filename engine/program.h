@@ -66,6 +66,7 @@ enum class OpKind {
   kv_cache_write,          // in: k, v [n,C], pos0                    out: k_cache, v_cache [ctx,C] (in place)
   attention_cached,        // in: q [n,C], k_cache, v_cache, pos0     out: y [n,C]
   attention_probs,         // in: q, k [B,T,C]                        out: probs [B,H,T,T] (causal softmax; inspection)
+  slice_rows,              // in: x [..., C]                          out: y [..., C] = rows first .. first + n of x
   gelu,                    // in: x                                   out: y   (attr tanh = 1: GPT-2's form)
   gelu_backward,           // in: dy, x                               out: dx  (attr tanh as the forward's)
   add,                     // in: a, b                                out: y = a + alpha * b

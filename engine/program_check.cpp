@@ -247,6 +247,18 @@ void check_op(const Program& p, const Op& op, size_t index) {
       c.numel(c.out(0, "y"), "y", q.numel(), "as q");
       break;
     }
+    case OpKind::slice_rows: {
+      // x's rows (its elements over its last dimension C): y takes n of them from row 'first' on.
+      const auto& x = *c.in(0, "x", f32);
+      const int64_t C = c.last(x, "x"), rows = x.numel() / C;
+      const auto& y = *c.out(0, "y");
+      if (y.shape.empty() || y.shape.back() != C || y.numel() < C || y.numel() > x.numel())
+        c.bad("y '" + y.name + "' " + shape_str(y.shape) + " must be 1 to " + std::to_string(rows) +
+              " rows of x's width " + std::to_string(C));
+      const double first = c.attr("first", 0.0, 0.0, double(rows - y.numel() / C));
+      if (first != std::floor(first)) c.bad("attribute 'first' is not a whole number");
+      break;
+    }
     case OpKind::gelu:
     case OpKind::gelu_backward: {
       const bool fwd = op.kind == OpKind::gelu;

@@ -95,7 +95,7 @@ int32_t Trainer::next_token() {
     pre.i32("pos0")[0] = g.cached;
     pre.run();
     g.cached = L;
-    logits = pre.f32("logits") + size_t(n - 1) * V;
+    logits = pre.f32("logits");  // the last position's only (BuildOptions::last_position_only)
   } else if (L <= ctx) {
     // One new token (the one sampled last).
     for (; g.cached < L; ++g.cached) {

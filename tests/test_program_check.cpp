@@ -191,3 +191,36 @@ TEST(ProgramCheck, ValuesAreCheckedWhenTheProgramRuns) {
   at2.add("pos0", DType::i32, {1}, &two);
   EXPECT_EQ(error_of([&] { run_program_once(g, at2); }), "(no error)");
 }
+
+TEST(ProgramCheck, APromptsGenerateProgramKeepsTheLastPositionOnly) {
+  // Over a prompt of 5 tokens, one slice_rows op hands the last position to the final LayerNorm,
+  // so the logits are [1, V]; one token at a time needs none. Bad slices are refused at load.
+  const ModelConfig m = small_model();
+  const Program p = build_generate_program(m, {}, 5);
+  size_t at = 0, count = 0;
+  for (size_t i = 0; i < p.ops.size(); ++i)
+    if (p.ops[i].kind == OpKind::slice_rows) at = i, ++count;
+  ASSERT_EQ(count, 1u);
+  EXPECT_EQ(p.ops[at].attr("first"), 4.0);
+  EXPECT_EQ(p.tensor(p.id("logits")).shape, (std::vector<int64_t>{1, m.vocab_size}));
+  for (const Op& op : build_generate_program(m).ops) EXPECT_NE(op.kind, OpKind::slice_rows);
+
+  auto refused_slice = [&](const std::function<void(Program&)>& edit) {
+    Program q = p;
+    edit(q);
+    return error_of([&] { Program::from_json(q.to_json()); });
+  };
+  const std::string op = "program: op " + std::to_string(at) + " (slice_rows): ";
+  EXPECT_EQ(refused_slice([&](Program& q) { q.ops[at].attrs["first"] = 5; }),
+            op + "attribute 'first' is 5 (between 0 and 4)");
+  EXPECT_EQ(refused_slice([&](Program& q) { q.ops[at].attrs["first"] = 1.5; }),
+            op + "attribute 'first' is not a whole number");
+  EXPECT_EQ(refused_slice([&](Program& q) {
+              q.tensors[size_t(q.ops[at].outputs[0])].shape = {1, 6, 12};
+            }),
+            op + "y 'last.out' [1, 6, 12] must be 1 to 5 rows of x's width 12");
+  EXPECT_EQ(refused_slice([&](Program& q) {
+              q.tensors[size_t(q.ops[at].outputs[0])].shape = {1, 1, 11};
+            }),
+            op + "y 'last.out' [1, 1, 11] must be 1 to 5 rows of x's width 12");
+}

@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
     put("fuzz_program", "train_lora_sft_dropout.json", build_train_program(mc, lopt, tc).to_json().dump());
     put("fuzz_program", "eval.json", build_eval_program(mc, opt).to_json().dump());
     put("fuzz_program", "generate.json", build_generate_program(mc).to_json().dump());
+    put("fuzz_program", "generate_prompt.json", build_generate_program(mc, {}, 3).to_json().dump());
     put("fuzz_program", "inspect.json", build_inspect_program(mc, 3).to_json().dump());
   }
 

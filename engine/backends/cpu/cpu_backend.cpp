@@ -338,6 +338,12 @@ void Executor::run_op(const Op& op) {
       attention_probs_forward(out_f(0), in_f(0), in_f(1), s[0], s[1], s[2], int64_t(op.attr("heads")));
       break;
     }
+    case OpKind::slice_rows: {
+      const int64_t C = shape(op.inputs[0]).back(), n = numel(op.outputs[0]) / C, first = int64_t(op.attr("first"));
+      check(first >= 0 && (first + n) * C <= numel(op.inputs[0]), "slice_rows reads past its input");
+      slice_rows(out_f(0), in_f(0), first, n, C);
+      break;
+    }
     case OpKind::gelu:
       gelu_forward(out_f(0), in_f(0), numel(op.inputs[0]), op.attr("tanh") != 0.0 ? Gelu::tanh : Gelu::erf);
       break;

@@ -66,6 +66,8 @@ void attention_cached(float* y, const float* q, const float* k_cache, const floa
 // attention_probs.cpp: the probabilities attention applies, stored (for inspection; no backward):
 // probs[B, H, T, T] = softmax_j(q_i . k_j / sqrt(C/H)) for j <= i, exactly 0 for j > i.
 void attention_probs_forward(float* probs, const float* q, const float* k, int64_t B, int64_t T, int64_t C, int64_t H);
+// slice_rows.cpp: y[i, :] = x[first + i, :] for the n rows of C floats of y (no backward: inference only).
+void slice_rows(float* y, const float* x, int64_t first, int64_t n, int64_t C);
 
 // gelu.cpp: the exact GELU, 0.5 x (1 + erf(x / sqrt 2)), or GPT-2's tanh approximation (its
 // gelu_new), 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): ModelConfig::gelu.

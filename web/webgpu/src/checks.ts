@@ -724,6 +724,22 @@ export function kernelCases(): KernelCase[] {
       },
       op: { op: 'kv_cache_write', inputs: ['k', 'v', 'pos0'], outputs: ['k_cache', 'v_cache'] },
     });
+  // slice_rows: the last row of a prompt's (as generation uses it), a run from the middle, all rows.
+  for (const [rows, C, first, n] of [
+    [7, 12, 6, 1],
+    [9, 37, 2, 4],
+    [3, 260, 0, 3],
+  ] as const)
+    add({
+      name: `slice_rows rows=${rows} C=${C} first=${first} n=${n}`,
+      tol: TOL.exact,
+      seed: rows * C + first,
+      tensors: {
+        x: { shape: [1, rows, C], init: 'normal' },
+        y: { shape: [1, n, C], init: 'normal' },
+      },
+      op: { op: 'slice_rows', inputs: ['x'], outputs: ['y'], attrs: { first } },
+    });
   // [n, C, H, ctx, pos0]: one decode step early and late, a prefill block, keys across two
   // 64-key tiles, head sizes 4, 16, 48, 96 and 130 (more columns than threads).
   for (const [n, C, H, ctx, pos0] of [

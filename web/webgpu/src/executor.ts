@@ -987,6 +987,31 @@ function planAttentionCached(c: PlanContext): DispatchSpec[] {
   ];
 }
 
+// slice_rows: rows first .. first + n of x (generation over a prompt: the last position only).
+function planSliceRows(c: PlanContext): DispatchSpec[] {
+  const { op, label, inp, out, need, r, w, elementwise } = c;
+  const x = need(inp(0), 'x'),
+    y = need(out(0), 'y');
+  const C = c.shape(x).at(-1)!,
+    rows = c.numel(x) / C,
+    n = c.numel(y) / C,
+    first = op.attrs['first'] ?? 0;
+  if (c.shape(y).at(-1) !== C || !Number.isInteger(n) || n < 1)
+    throw new WebGPUError(`${label}: y [${c.shape(y)}] is not rows of x's width ${C}`);
+  if (!Number.isInteger(first) || first < 0 || first + n > rows)
+    throw new WebGPUError(`${label}: rows ${first} .. ${first + n - 1} are outside x's ${rows} rows`);
+  return [
+    {
+      kernel: 'slice_rows',
+      entry: 'main',
+      label,
+      params: [u(n * C), u(first * C), u(0), u(0)],
+      bindings: [r(1, x), w(2, y)],
+      workgroups: elementwise(n * C),
+    },
+  ];
+}
+
 // attention_probs: the attention weights themselves ([B, H, T, T]), for inspection.
 function planAttentionProbs(c: PlanContext): DispatchSpec[] {
   const { op, label, inp, out, need, r, w } = c;
@@ -1374,6 +1399,7 @@ const PLANNERS: { readonly [K in OpKind]: Planner } = {
   kv_cache_write: planKvCacheWrite,
   attention_cached: planAttentionCached,
   attention_probs: planAttentionProbs,
+  slice_rows: planSliceRows,
   gelu: planGelu,
   gelu_backward: planGeluBackward,
   dropout: planDropout,

@@ -26,6 +26,7 @@ export type OpKind =
   | 'kv_cache_write'
   | 'attention_cached'
   | 'attention_probs'
+  | 'slice_rows'
   | 'gelu'
   | 'gelu_backward'
   | 'dropout'
