@@ -146,6 +146,11 @@ Tokenizer Tokenizer::from_spelled(Spelled s, const std::string& file,
     if (t.present_[sp.id] && t.spelling_[sp.id] != sp.text)
       fail(at + "special token " + in_quotes(sp.text) + " has id " + std::to_string(sp.id) + ", which is " +
            in_quotes(t.spelling_[sp.id]) + " in the vocabulary");
+    // The same text under two ids would be written twice into tokenizer.json's vocabulary, and read
+    // back as one of them.
+    if (auto it = by_spelling.find(sp.text); it != by_spelling.end() && it->second != sp.id)
+      fail(at + "special token " + in_quotes(sp.text) + " has id " + std::to_string(sp.id) +
+           ", but the vocabulary gives it the id " + std::to_string(it->second));
     for (const auto& other : t.specials_)
       if (other.text == sp.text) fail(at + "special token " + in_quotes(sp.text) + " is listed twice");
     t.present_[sp.id] = 1;

@@ -301,6 +301,10 @@ TEST(Tokenizer, MalformedFilesNameTheFileAndTheProblem) {
   json_case("n.json", edited([](auto& j) { j["added_tokens"][0]["id"] = 3; }), "which is");
   json_case("o.json", edited([](auto& j) { j["model"]["merges"] = 7; }), "model.merges must be an array");
   json_case("p.json", "\xff\xfe{}", "not valid JSON");
+  // A special token's text in the vocabulary under another id (found by fuzz_tokenizer: the text was
+  // written twice into the vocabulary and read back as one of them).
+  json_case("q.json", edited([](auto& j) { j["model"]["vocab"][j["added_tokens"][0]["content"]] = 1000; }),
+            "but the vocabulary gives it the id 1000");
 
   // merges.txt problems name merges.txt and its line.
   TempDir folder;
