@@ -30,7 +30,7 @@ stage() {  # stage "name" command...: runs the command, prints and records its w
   local wall=$((SECONDS - t0)) cores
   # Busy cores over the stage (of nproc, 2 on CI): what overlapping stages could gain.
   cores=$(awk -v b=$((busy_now - b0)) -v t=$((total_now - s0)) -v n="$(nproc)" \
-    'BEGIN { printf "%.1f", t > 0 ? b / t * n : 0 }')
+    'BEGIN { printf "%.1f", (t > 0 ? b / t * n : 0) }')
   times+=("$(printf '%5d s  (%s of %d cores busy)  %s' $wall "$cores" "$(nproc)" "$name")")
   echo "-- $name: $wall s ($cores of $(nproc) cores busy)"
 }
