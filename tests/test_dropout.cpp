@@ -44,18 +44,6 @@ int count_ops(const Program& p, OpKind kind) {
   return n;
 }
 
-// The train program's gradients (learning rate 0: the weights stay) for the step `step`.
-void compute_gradients(Trainer& tr, const Batch& b, uint32_t step) {
-  cpu::Executor& ex = tr.train_executor();
-  std::memcpy(ex.i32("tokens"), b.inputs.data(), b.inputs.size() * 4);
-  std::memcpy(ex.i32("targets"), b.targets.data(), b.targets.size() * 4);
-  ex.f32("optim.hparams")[0] = 0.0f;
-  ex.f32("optim.hparams")[1] = float(step);
-  ex.i32("dropout.seed")[0] = int32_t(dropout::key_of(tr.train_config().seed));
-  ex.i32("dropout.seed")[1] = int32_t(step);
-  ex.run();
-}
-
 }  // namespace
 
 // Known answers, shared with python_ref/dropout.py and the WGSL kernels: any backend that gets

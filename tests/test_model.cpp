@@ -14,8 +14,6 @@
 using namespace ptl;
 using namespace ptl::test;
 
-namespace {}  // namespace
-
 TEST(Model, PresetParameterCountsMatchTheSpec) {
   const std::map<std::string, int64_t> spec = {{"tiny", 70464},       {"small", 366432},  {"medium", 838400},
                                                {"large", 2743296},    {"xl", 6416896},    {"huge", 9608704},

@@ -19,6 +19,7 @@
 
 #include "engine/config.h"
 #include "engine/data.h"
+#include "engine/dropout.h"
 #include "engine/error.h"
 #include "engine/trainer.h"
 
@@ -142,14 +143,19 @@ inline Batch random_batch(int B, int T, uint64_t seed) {
 // The Tiny preset's model (2 layers, d 48, 3 heads, ctx 32): the tests' default shape.
 inline ModelConfig tiny() { return find_preset("tiny").model; }
 
-// Runs the training program with learning rate 0 at step 1: the gradients are computed, the
-// weights stay put.
-inline void compute_gradients(Trainer& tr, const Batch& b) {
+// Runs the training program with learning rate 0 at step `step`: the gradients are computed, the
+// weights stay put. A program with dropout draws the masks of that step, as Trainer::train_step does.
+inline void compute_gradients(Trainer& tr, const Batch& b, uint32_t step = 1) {
   cpu::Executor& ex = tr.train_executor();
   std::memcpy(ex.i32("tokens"), b.inputs.data(), b.inputs.size() * 4);
   std::memcpy(ex.i32("targets"), b.targets.data(), b.targets.size() * 4);
   ex.f32("optim.hparams")[0] = 0.0f;
-  ex.f32("optim.hparams")[1] = 1.0f;
+  ex.f32("optim.hparams")[1] = float(step);
+  const auto& tensors = ex.program().tensors;
+  if (std::any_of(tensors.begin(), tensors.end(), [](const TensorInfo& t) { return t.name == "dropout.seed"; })) {
+    ex.i32("dropout.seed")[0] = int32_t(dropout::key_of(tr.train_config().seed));
+    ex.i32("dropout.seed")[1] = int32_t(step);
+  }
   ex.run();
 }
 
