@@ -4,8 +4,11 @@
 //           with --dtype f16 or bf16 the weights are stored in 16 bits (a sixth of the size).
 //   import: a safetensors file with the spec's parameters that another tool wrote (no ptl
 //           metadata), turned into a checkpoint ptl can sample from, evaluate and train.
+//   average: the element-wise mean of several checkpoints of one model (weight averaging: the
+//           snapshots `ptl train --snapshot-every` keeps from a run's last steps).
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/commands.h"
@@ -84,6 +87,74 @@ void run_import(const ImportArgs& a) {
               mc.d_model, mc.n_heads, mc.ctx, (long long)mc.param_count(), how.c_str());
 }
 
+struct AverageArgs {
+  std::vector<std::string> checkpoints;
+  std::string out, dtype = "f32";
+};
+
+// Weight averaging: late in a run the weights wander around a minimum with the noise of the
+// batches, and their mean sits nearer its centre than any one of them (Izmailov et al. 2018,
+// "Averaging Weights Leads to Wider Optima"). The sums are kept in double so that the order of
+// the files changes nothing but the last bit.
+void run_average(const AverageArgs& a) {
+  for (const auto& c : a.checkpoints)
+    check_not_overwriting(a.out, c, "--out " + a.out + " is one of the checkpoints averaged; choose another --out");
+  SafeTensors base;  // the metadata of the checkpoint with the most steps (the run's latest)
+  int64_t base_step = -1;
+  ModelConfig config;
+  std::map<std::string, std::string> tokenizer_meta;
+  std::vector<std::vector<double>> sums;
+  nlohmann::json sources = nlohmann::json::array();
+  for (size_t i = 0; i < a.checkpoints.size(); ++i) {
+    const std::string& path = a.checkpoints[i];
+    const auto bytes = read_file_bytes(path);
+    const auto trainer = Trainer::from_checkpoint(bytes, path);  // every tensor and setting checked
+    const auto weights = trainer->save_checkpoint(false);
+    SafeTensors f = decode_safetensors(weights.data(), weights.size(), path);
+    std::map<std::string, std::string> tok;
+    for (const auto& [k, v] : f.metadata)
+      if (k.starts_with("tokenizer")) tok[k] = v;
+    if (i == 0) {
+      config = trainer->model_config();
+      tokenizer_meta = tok;
+      for (const auto& t : f.tensors) sums.emplace_back(size_t(t.numel()), 0.0);
+    } else {
+      check(trainer->model_config() == config, path + " is another model than " + a.checkpoints[0] + " (" +
+                                                   trainer->model_config().to_json().dump() + " against " +
+                                                   config.to_json().dump() + "): only one model's weights average");
+      check(tok == tokenizer_meta,
+            path + " reads another tokenizer than " + a.checkpoints[0] + ": only one model's weights average");
+    }
+    for (size_t t = 0; t < f.tensors.size(); ++t) {
+      const float* w = f.tensors[t].f32();
+      for (size_t j = 0; j < sums[t].size(); ++j) sums[t][j] += w[j];
+    }
+    const int64_t step = trainer->state().step;
+    sources.push_back({{"file", fs::path(path).filename().string()}, {"step", step}, {"sha256", sha256_hex(bytes)}});
+    if (step > base_step) {
+      base_step = step;
+      base = std::move(f);
+    }
+    std::printf("%s: step %lld\n", path.c_str(), (long long)step);
+  }
+  const double n = double(a.checkpoints.size());
+  for (size_t t = 0; t < base.tensors.size(); ++t) {
+    float* w = reinterpret_cast<float*>(base.tensors[t].data.data());
+    for (size_t j = 0; j < sums[t].size(); ++j) w[j] = float(sums[t][j] / n);
+    if (a.dtype != "f32") base.tensors[t].encoding = a.dtype == "f16" ? Encoding::f16 : Encoding::bf16;
+  }
+  base.metadata["averaged_from"] = sources.dump();
+  auto out = encode_safetensors(base);
+  Trainer::from_checkpoint(out, a.out);  // what is written loads
+  write_file_atomic(a.out, out);
+  std::printf("wrote %s: the mean of %zu checkpoints' %lld parameters (metadata of step %lld) as %s, %.2f MB\n",
+              a.out.c_str(), a.checkpoints.size(), (long long)config.param_count(), (long long)base_step,
+              a.dtype == "f32"   ? "F32"
+              : a.dtype == "f16" ? "F16"
+                                 : "BF16",
+              out.size() / 1e6);
+}
+
 }  // namespace
 
 void add_import_export(CLI::App& app) {
@@ -113,6 +184,22 @@ void add_import_export(CLI::App& app) {
                  "The tokenizer the weights read (tokenizer.json or a folder of GPT-2's files; default: bytes for a "
                  "vocabulary of 256)");
   im->callback([i]() { run_import(*i); });
+
+  auto v = std::make_shared<AverageArgs>();
+  CLI::App* av = app.add_subcommand(
+      "average",
+      "Average the weights of several checkpoints of one model (e.g. the snapshots of `ptl train --snapshot-every`)");
+  av->add_option("checkpoints", v->checkpoints, "Checkpoints to average (the same model and tokenizer)")
+      ->required()
+      ->expected(1, -1);
+  av->add_option("--out", v->out,
+                 "File to write: the mean weights, no optimizer state, the metadata of the checkpoint with the most "
+                 "steps, and \"averaged_from\" (each file's name, step and sha256)")
+      ->required();
+  av->add_option("--dtype", v->dtype, "Weights as f32, f16 or bf16 (as ptl export)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  av->callback([v]() { run_average(*v); });
 }
 
 }  // namespace ptl::cli

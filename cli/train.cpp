@@ -37,6 +37,7 @@ std::atomic<bool> g_interrupted{false};
 struct TrainArgs {
   std::string preset = DefaultRun::preset, data, out, resume, tokenizer;
   int64_t steps = DefaultRun::steps, until = 0, eval_every = 100, sample_every = 500, log_every = 50, warmup = -1;
+  int64_t snapshot_every = 0, snapshot_from = 0;
   int batch = 0, layers = 0, d_model = 0, heads = 0, ctx = 0;
   double lr = 0, dropout = 0, weight_decay = 0.1, min_lr_frac = 0.1, beta2 = 0.95;
   std::string schedule = "cosine";
@@ -336,8 +337,18 @@ void run_train(const TrainArgs& a, CLI::App& cmd) {
     expected = identify(ckpt_path);
     wrote_own = true;
   };
+  // Snapshots for weight averaging (`ptl average`): the weights alone, one file per step kept.
+  const fs::path snapshot_dir = fs::path(out) / "snapshots";
   cb.on_step_end = [&](const StepReport& rep) {
-    progress.update(rep.result.step, rep.result.loss, ema_tps, rep.result.lr);
+    const int64_t step = rep.result.step;
+    if (a.snapshot_every > 0 && step >= a.snapshot_from && step % a.snapshot_every == 0) {
+      char name[64];
+      std::snprintf(name, sizeof name, "step-%06lld.tinygpt", (long long)step);
+      fs::create_directories(snapshot_dir, ec);
+      check(!ec, "cannot create " + snapshot_dir.string() + ": " + ec.message());
+      write_file_atomic((snapshot_dir / name).string(), trainer->save_checkpoint(false));
+    }
+    progress.update(step, rep.result.loss, ema_tps, rep.result.lr);
   };
   cb.stop_requested = [] { return g_interrupted.load(); };
   const FitResult res = loop.fit(cb);
@@ -418,6 +429,14 @@ void add_train(CLI::App& app) {
   cmd->add_option("--eval-every", a->eval_every, "Validation loss and checkpoint every N steps")->capture_default_str();
   cmd->add_option("--sample-every", a->sample_every, "Print a text sample every N steps (0 = never)")
       ->capture_default_str();
+  cmd->add_option("--snapshot-every", a->snapshot_every,
+                  "Keep the weights every N steps as snapshots/step-NNNNNN.tinygpt in --out, for `ptl average` "
+                  "(0 = none; docs/models.md, \"Weight averaging\")")
+      ->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--snapshot-from", a->snapshot_from, "The first step a snapshot is kept at (with --snapshot-every)")
+      ->capture_default_str()
+      ->check(at_least(0));
   cmd->add_option("--log-every", a->log_every, "When stdout is not a terminal, print a line every N steps")
       ->capture_default_str()
       ->check(at_least(1));

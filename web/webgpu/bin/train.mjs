@@ -29,6 +29,8 @@
 //   --batch N --steps N --until N --lr X --schedule cosine|constant --warmup N --min-lr-frac X
 //   --weight-decay X --beta2 X --grad-clip X --dropout P --seed N
 //   --eval-every N --eval-batches N|all --sample-every N (0: never) --log-every N
+//   --snapshot-every N --snapshot-from STEP (the weights alone every N steps from STEP on, as
+//     DIR/snapshots/step-NNNNNN.tinygpt, for `ptl average`)
 //     (all: each validation over the whole split, window by window, as `ptl eval`)
 //   --data FILE (default TinyShakespeare: $PTL_DATA_DIR, else ../shared/data) --out DIR --overwrite
 //   --resume CKPT (continue a run: --steps, --lr, --schedule, --eval-*, --sample-every may change)
@@ -93,6 +95,8 @@ const options = {
   'eval-batches': { type: 'string' },
   'sample-every': { type: 'string' },
   'log-every': { type: 'string' },
+  'snapshot-every': { type: 'string' },
+  'snapshot-from': { type: 'string' },
   data: { type: 'string' },
   out: { type: 'string' },
   overwrite: { type: 'boolean' },
@@ -260,6 +264,8 @@ async function main() {
   };
   const until = num(a, 'until', { min: 1 });
   const logEvery = num(a, 'log-every', { min: 1 }) ?? 50;
+  const snapshotEvery = num(a, 'snapshot-every', { min: 0 }) ?? 0;
+  const snapshotFrom = num(a, 'snapshot-from', { min: 0 }) ?? 0;
   const finalEval = (a['final-eval'] ?? '1') !== '0';
   const inFlight = num(a, 'in-flight', { min: 1 }) ?? 3;
   const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
@@ -504,7 +510,19 @@ async function main() {
       log(`--- sample at step ${step} ---\n${forTerminal(r.text)}\n---`);
     }
     if (ev.save) await save();
+    if (snapshotDue(step)) {
+      await sync();
+      const dir = path.join(out, 'snapshots');
+      fs.mkdirSync(dir, { recursive: true });
+      writeAtomic(
+        path.join(dir, `step-${String(step).padStart(6, '0')}.tinygpt`),
+        await engine.exportCheckpoint({ optimizer: false }),
+      );
+    }
   };
+  function snapshotDue(step) {
+    return snapshotEvery > 0 && step >= snapshotFrom && step % snapshotEvery === 0;
+  }
 
   let interrupted = false;
   process.on('SIGINT', () => {
@@ -523,7 +541,7 @@ async function main() {
       step = trainer.step;
       const ev = engine.eventsAfter(step);
       const stop = step === last && step < tc.steps; // --until: validate and save where it stops
-      if (ev.evaluate || ev.sample || ev.save || stop) {
+      if (ev.evaluate || ev.sample || ev.save || stop || snapshotDue(step)) {
         if (ev.evaluate || stop) evalSteps.add(step);
         await flush(); // every loss up to this step recorded (the validation's history point carries it)
         await act(step, stop ? { ...ev, evaluate: true, save: true } : ev);
