@@ -488,7 +488,9 @@ async function main() {
       const m = held.get(step) ?? { step };
       held.delete(step);
       m.val_loss = v.loss;
-      // Memory over long runs (docs/reliability.md): the GPU buffers alive and the process's.
+      // Memory over long runs (docs/reliability.md): the GPU buffers alive and the process's;
+      // under `node --expose-gc` after a collection, so that what is read is what is alive.
+      globalThis.gc?.();
       m.gpu_buffers = gpuMemory.live;
       m.gpu_buffer_bytes = gpuMemory.bytes;
       const mu = process.memoryUsage();

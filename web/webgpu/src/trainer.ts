@@ -17,13 +17,18 @@ export interface TrainerOptions {
   // The run's seed (train_config.seed of the checkpoint): a program with dropout needs it, its
   // masks are drawn from {dropoutKey(seed), step} so that every backend drops the same elements.
   seed?: number | bigint;
+  lossesKept?: number; // how many of the last steps' losses `losses` holds (default 1000)
 }
+
+const LOSSES_KEPT = 1000;
 
 export class WebGPUTrainer {
   readonly backend: WebGPUBackend;
   readonly exec: Executor;
   step = 0; // completed optimizer steps
   tokensSeen = 0;
+  // The losses read back, the last `lossesKept` steps' only: a run of any length holds the same
+  // memory (bench/long_run; docs/reliability.md, "Memory over long runs").
   readonly losses = new Map<number, StepLoss>();
   private readonly readEvery: number;
   private readonly onLoss: ((r: StepLoss) => void) | undefined;
@@ -31,12 +36,14 @@ export class WebGPUTrainer {
   private readonly batchSize: number;
   private readonly tokensPerStep: number;
   private readonly dropoutKey: number | null;
+  private readonly lossesKept: number;
 
   constructor(exec: Executor, opts: TrainerOptions = {}, firstStep = 0) {
     this.exec = exec;
     this.backend = exec.backend;
     this.readEvery = Math.max(1, opts.readEvery ?? 1);
     this.onLoss = opts.onLoss;
+    this.lossesKept = Math.max(1, opts.lossesKept ?? LOSSES_KEPT);
     this.step = firstStep;
     const tokens = exec.tensor('tokens').info.shape;
     this.batchSize = tokens[0]!;
@@ -70,11 +77,17 @@ export class WebGPUTrainer {
   private track(p: Promise<Map<string, Float32Array | Int32Array>>, step: number): void {
     const done = p.then((m) => {
       const r = { step, loss: m.get('loss')![0]!, gradNorm: m.get('grad_norm')![0]! };
-      this.losses.set(step, r);
+      this.remember(r);
       this.onLoss?.(r);
     });
     const tracked = done.finally(() => this.pending.delete(tracked));
     this.pending.add(tracked);
+  }
+
+  private remember(r: StepLoss): void {
+    this.losses.set(r.step, r);
+    // A Map iterates in insertion order, and the readbacks arrive in step order: the first key is the oldest.
+    while (this.losses.size > this.lossesKept) this.losses.delete(this.losses.keys().next().value!);
   }
 
   // Waits for every outstanding loss readback (and reads the last step's loss if it was skipped);
@@ -83,7 +96,7 @@ export class WebGPUTrainer {
     if (this.step > 0 && !this.losses.has(this.step) && this.pending.size === 0) {
       const m = await this.backend.read([this.exec.tensor('loss'), this.exec.tensor('grad_norm')]);
       const r = { step: this.step, loss: m.get('loss')![0]!, gradNorm: m.get('grad_norm')![0]! };
-      this.losses.set(this.step, r);
+      this.remember(r);
       this.onLoss?.(r);
     }
     while (this.pending.size > 0) await Promise.all([...this.pending]);
