@@ -35,8 +35,8 @@ std::vector<std::string> words(const std::string& text) {
 
 }  // namespace
 
-// The model card's figure (docs/models.md): 1.450151 nats per byte. A change to the evaluation,
-// the loader or the file shows up here.
+// The model card's figure (docs/models.md): 1.443949 nats per byte, under the 1.45 the model was
+// made to reach. A change to the evaluation, the loader or the file shows up here.
 TEST(ShippedModel, ValidationLossOnTheSpecsSplitIsTheModelCards) {
   ASSERT_TRUE(std::filesystem::exists(kModel)) << kModel;
   TempDir d;
@@ -45,8 +45,8 @@ TEST(ShippedModel, ValidationLossOnTheSpecsSplitIsTheModelCards) {
   CliRun r = ptl_cli("eval " + kModel + " --data " + find_tinyshakespeare() + " --split val --json", d);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_NEAR(j["loss"].get<double>(), 1.450151, 1e-5);
-  EXPECT_LT(j["loss"].get<double>(), 1.4697);     // nanoGPT's shakespeare_char
+  EXPECT_NEAR(j["loss"].get<double>(), 1.443949, 1e-5);
+  EXPECT_LE(j["loss"].get<double>(), 1.45);
   EXPECT_EQ(j["tokens"].get<int64_t>(), 111538);  // the last 10% of TinyShakespeare (111,539 bytes) less its first
 }
 
