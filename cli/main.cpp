@@ -56,7 +56,8 @@ int fail_with(const std::string& message) {
 int main(int argc, char** argv) {
   CLI::App app{
       "ptl: train and post-train small GPT language models on the CPU.\n"
-      "Run `ptl train` to train the Medium preset on TinyShakespeare (about five to eight minutes on two cores), then "
+      "Run `ptl train` to train the Medium preset on TinyShakespeare (about two and a half minutes on two idle cores; "
+      "docs/models.md), then "
       "`ptl sample runs/<time>/model.tinygpt`."};
   app.name("ptl");
   app.set_version_flag("--version", ptl::kVersionString);

@@ -4,7 +4,7 @@
 // give the validation loss the tool printed; `--resume` must continue the run.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
@@ -41,7 +41,18 @@ test('train.mjs: Tiny on WebGPU matches ptl train; its checkpoint evaluates in p
   const gpuDir = join(dir, 'webgpu');
   const cpuDir = join(dir, 'cpu');
   const data = findCorpus();
-  const { result, log } = trainCli([...shape, ...evals, '--data', data, '--threads', '1', '--out', gpuDir]);
+  const snapshots = ['--snapshot-every', '4', '--snapshot-from', '4'];
+  const { result, log } = trainCli([
+    ...shape,
+    ...evals,
+    ...snapshots,
+    '--data',
+    data,
+    '--threads',
+    '1',
+    '--out',
+    gpuDir,
+  ]);
   assert.match(log, /step 3: train loss [\d.]+, val loss [\d.]+/);
   assert.equal(result.steps, STEPS);
 
@@ -81,6 +92,10 @@ test('train.mjs: Tiny on WebGPU matches ptl train; its checkpoint evaluates in p
   );
   assert.match(log, new RegExp(`validation split \\(as ptl eval\\): loss ${result.final_val_loss.toFixed(6)}`));
   assert.match(run(tool('ptl'), ['info', ckpt]), new RegExp(`trained: +${STEPS} steps`));
+  // --snapshot-every: the weights of steps 4 (no validation there) and 8, for `ptl average`.
+  assert.deepEqual(readdirSync(join(gpuDir, 'snapshots')), ['step-000004.tinygpt', 'step-000008.tinygpt']);
+  const last = JSON.parse(run(tool('ptl'), ['eval', join(gpuDir, 'snapshots', 'step-000008.tinygpt'), '--json']));
+  assert.equal(last.loss, ev.loss, 'the last snapshot holds the checkpoint’s weights');
 
   // --resume: two more steps, appended to the same logs.
   const more = trainCli(['--resume', ckpt, '--steps', String(STEPS + 2), '--threads', '1', '--final-eval', '0']);
