@@ -23,16 +23,13 @@
 // [[step, val_loss, seconds], ...]} with every validation. load_avg: the host's 1-minute load
 // average at the start and the end (this benchmark is sensitive to other work on the machine).
 // --out also writes the lines to FILE.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import { launchChromium, startServer } from '../tests/browser/lib/index.mjs';
 import { benchArgs } from './args.mjs';
+import { ROOT, openPlayground, resultLines } from './site_page.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = benchArgs(
   import.meta.url,
   ['dist', 'targets', 'max-s', 'steps', 'lr', 'batch', 'preset', 'eval-every', 'out'],
@@ -50,33 +47,17 @@ if (!targets.length || targets.some((t) => !(t > 0))) fail(`--targets: positive 
 const maxS = Number(args['max-s'] ?? 330);
 if (!(maxS > 0)) fail(`--max-s: a positive number of seconds, got ${args['max-s']}`);
 
-const dist = path.resolve(args.dist ?? path.join(ROOT, 'web/site/dist'));
-if (args.build) {
-  console.error('bench/site_default_run.mjs: building the site…');
-  execFileSync('npm', ['--prefix', path.join(ROOT, 'web/site'), 'run', '--silent', 'build'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-}
-if (!fs.existsSync(path.join(dist, 'index.html'))) fail(`${dist} has no built site: pass --build`);
 const presets = JSON.parse(fs.readFileSync(path.join(ROOT, 'web/site/src/generated/presets.json'), 'utf8'));
 
-// A copy of the build, so that a rebuild during the run changes nothing under the page.
-const served = fs.mkdtempSync(path.join(os.tmpdir(), 'ptl-site-bench-'));
-fs.cpSync(dist, served, { recursive: true });
-const server = await startServer({ mounts: { '/': served }, isolated: true });
-const browser = await launchChromium({ webgpu: false });
-const lines = [];
-const emit = (row) => {
-  const line = JSON.stringify(row);
-  lines.push(line);
-  console.log(line);
-};
+const { page, browser, close } = await openPlayground({
+  name: 'bench/site_default_run.mjs',
+  dist: args.dist,
+  build: args.build,
+});
+const out = resultLines();
+const emit = out.emit;
 const load = [os.loadavg()[0]];
 try {
-  const { page } = await browser.newPage();
-  page.setDefaultTimeout(10 * 60 * 1000);
-  await page.goto(server.url + '/');
-  await page.waitForFunction(() => document.body.dataset.ready === 'true', null, { timeout: 180000 });
   if (args.preset) {
     await page.selectOption('#preset', args.preset);
     await page.waitForFunction(() => document.body.dataset.state === 'empty');
@@ -168,8 +149,6 @@ try {
     points: evals.map((e) => [e.step, +e.loss.toFixed(4), +((e.pageMs - started) / 1000).toFixed(1)]),
   });
 } finally {
-  await browser.close();
-  await server.close();
-  fs.rmSync(served, { recursive: true, force: true });
+  await close();
 }
-if (args.out) fs.writeFileSync(args.out, lines.join('\n') + '\n');
+out.write(args.out);

@@ -21,16 +21,12 @@
 // where warm is the median over the tenth of the training time after the first tenth (warm-up),
 // end the median over the last tenth, growth = max / warm - 1 and end_growth = end / warm - 1.
 // --out also writes the lines to FILE. docs/reliability.md, "Memory over long runs".
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import { launchChromium, startServer } from '../tests/browser/lib/index.mjs';
 import { benchArgs } from './args.mjs';
+import { openPlayground, resultLines } from './site_page.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = benchArgs(import.meta.url, ['dist', 'minutes', 'every-s', 'steps', 'ft-steps', 'out'], ['build']);
 const fail = (msg) => {
   console.error(`bench/site_memory.mjs: ${msg}`);
@@ -45,15 +41,6 @@ const minutes = positive('minutes', 30);
 const everyS = positive('every-s', 30);
 const steps = Math.round(positive('steps', 100000));
 const ftSteps = Math.round(positive('ft-steps', 100));
-
-const dist = path.resolve(args.dist ?? path.join(ROOT, 'web/site/dist'));
-if (args.build) {
-  console.error('bench/site_memory.mjs: building the site…');
-  execFileSync('npm', ['--prefix', path.join(ROOT, 'web/site'), 'run', '--silent', 'build'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-}
-if (!fs.existsSync(path.join(dist, 'index.html'))) fail(`${dist} has no built site: pass --build`);
 
 // The processes of one Chromium instance: the one started with its profile, and its descendants.
 function processTree(profile) {
@@ -106,22 +93,16 @@ const median = (xs) => {
   return s.length ? (s[(s.length - 1) >> 1] + s[s.length >> 1]) / 2 : null;
 };
 
-const served = fs.mkdtempSync(path.join(os.tmpdir(), 'ptl-site-bench-'));
-fs.cpSync(dist, served, { recursive: true });
-const server = await startServer({ mounts: { '/': served }, isolated: true });
-const browser = await launchChromium({ webgpu: false, args: ['--enable-blink-features=ForceEagerMeasureMemory'] });
-const lines = [];
-const emit = (row) => {
-  const line = JSON.stringify(row);
-  lines.push(line);
-  console.log(line);
-};
+const { page, browser, close } = await openPlayground({
+  name: 'bench/site_memory.mjs',
+  dist: args.dist,
+  build: args.build,
+  chromiumArgs: ['--enable-blink-features=ForceEagerMeasureMemory'],
+});
+const out = resultLines();
+const emit = out.emit;
 const load = [os.loadavg()[0]];
 try {
-  const { page } = await browser.newPage();
-  page.setDefaultTimeout(10 * 60 * 1000);
-  await page.goto(server.url + '/');
-  await page.waitForFunction(() => document.body.dataset.ready === 'true', null, { timeout: 180000 });
   const preset = await page.inputValue('#preset');
   if ((await page.evaluate(() => document.body.dataset.backend)) !== 'wasm')
     fail('the page did not choose WebAssembly');
@@ -224,8 +205,6 @@ try {
     load_avg: load.map((x) => +x.toFixed(2)),
   });
 } finally {
-  await browser.close();
-  await server.close();
-  fs.rmSync(served, { recursive: true, force: true });
+  await close();
 }
-if (args.out) fs.writeFileSync(args.out, lines.join('\n') + '\n');
+out.write(args.out);

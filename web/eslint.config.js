@@ -33,7 +33,14 @@ export default tseslint.config(
   },
   {
     // Browser tests: the functions they pass to page.evaluate run in the page.
-    files: ['tests/browser/**/*.mjs', 'web/site/tests/**/*.mjs', 'bench/wasm.mjs', 'bench/site_default_run.mjs'],
+    files: [
+      'tests/browser/**/*.mjs',
+      'web/site/tests/**/*.mjs',
+      'bench/wasm.mjs',
+      'bench/site_default_run.mjs',
+      'bench/site_memory.mjs',
+      'bench/site_page.mjs',
+    ],
     languageOptions: { globals: { ...globals.browser } },
   },
   {
