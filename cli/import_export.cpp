@@ -99,60 +99,59 @@ struct AverageArgs {
 void run_average(const AverageArgs& a) {
   for (const auto& c : a.checkpoints)
     check_not_overwriting(a.out, c, "--out " + a.out + " is one of the checkpoints averaged; choose another --out");
-  SafeTensors base;  // the metadata of the checkpoint with the most steps (the run's latest)
-  int64_t base_step = -1;
-  ModelConfig config;
-  std::map<std::string, std::string> tokenizer_meta;
+  std::optional<CheckpointContents> first;
+  std::vector<TensorInfo> params;
   std::vector<std::vector<double>> sums;
+  SafeTensors latest;  // the file with the most steps (the run's latest): its metadata is kept
+  int64_t latest_step = -1;
   nlohmann::json sources = nlohmann::json::array();
-  for (size_t i = 0; i < a.checkpoints.size(); ++i) {
-    const std::string& path = a.checkpoints[i];
+  for (const std::string& path : a.checkpoints) {
     const auto bytes = read_file_bytes(path);
-    const auto trainer = Trainer::from_checkpoint(bytes, path);  // every tensor and setting checked
-    const auto weights = trainer->save_checkpoint(false);
-    SafeTensors f = decode_safetensors(weights.data(), weights.size(), path);
-    std::map<std::string, std::string> tok;
-    for (const auto& [k, v] : f.metadata)
-      if (k.starts_with("tokenizer")) tok[k] = v;
-    if (i == 0) {
-      config = trainer->model_config();
-      tokenizer_meta = tok;
-      for (const auto& t : f.tensors) sums.emplace_back(size_t(t.numel()), 0.0);
+    SafeTensors f = decode_safetensors(bytes.data(), bytes.size(), path);
+    const CheckpointContents c = inspect_checkpoint(f, path);  // every tensor and setting checked
+    if (!first) {
+      first = c;
+      params = parameter_list(c.model);
+      for (const auto& p : params) sums.emplace_back(size_t(f.find(p.name)->numel()), 0.0);
     } else {
-      check(trainer->model_config() == config, path + " is another model than " + a.checkpoints[0] + " (" +
-                                                   trainer->model_config().to_json().dump() + " against " +
-                                                   config.to_json().dump() + "): only one model's weights average");
-      check(tok == tokenizer_meta,
+      check(c.model == first->model, path + " is another model than " + a.checkpoints[0] + " (" +
+                                         c.model.to_json().dump() + " against " + first->model.to_json().dump() +
+                                         "): only one model's weights average");
+      check(c.tokenizer.id() == first->tokenizer.id(),
             path + " reads another tokenizer than " + a.checkpoints[0] + ": only one model's weights average");
     }
-    for (size_t t = 0; t < f.tensors.size(); ++t) {
-      const float* w = f.tensors[t].f32();
+    // By name: writers may order the tensors differently.
+    for (size_t t = 0; t < params.size(); ++t) {
+      const float* w = f.find(params[t].name)->f32();
       for (size_t j = 0; j < sums[t].size(); ++j) sums[t][j] += w[j];
     }
-    const int64_t step = trainer->state().step;
-    sources.push_back({{"file", fs::path(path).filename().string()}, {"step", step}, {"sha256", sha256_hex(bytes)}});
-    if (step > base_step) {
-      base_step = step;
-      base = std::move(f);
+    sources.push_back(
+        {{"file", fs::path(path).filename().string()}, {"step", c.state.step}, {"sha256", sha256_hex(bytes)}});
+    std::printf("%s: step %lld\n", path.c_str(), (long long)c.state.step);
+    if (c.state.step > latest_step) {
+      latest_step = c.state.step;
+      latest = std::move(f);
     }
-    std::printf("%s: step %lld\n", path.c_str(), (long long)step);
   }
+  SafeTensors out;  // the parameters only, in their canonical order
+  out.metadata = std::move(latest.metadata);
+  out.metadata["averaged_from"] = sources.dump();
   const double n = double(a.checkpoints.size());
-  for (size_t t = 0; t < base.tensors.size(); ++t) {
-    float* w = reinterpret_cast<float*>(base.tensors[t].data.data());
-    for (size_t j = 0; j < sums[t].size(); ++j) w[j] = float(sums[t][j] / n);
-    if (a.dtype != "f32") base.tensors[t].encoding = a.dtype == "f16" ? Encoding::f16 : Encoding::bf16;
+  for (size_t t = 0; t < params.size(); ++t) {
+    std::vector<float> mean(sums[t].size());
+    for (size_t j = 0; j < mean.size(); ++j) mean[j] = float(sums[t][j] / n);
+    out.add(params[t].name, DType::f32, params[t].shape, mean.data());
+    if (a.dtype != "f32") out.tensors.back().encoding = a.dtype == "f16" ? Encoding::f16 : Encoding::bf16;
   }
-  base.metadata["averaged_from"] = sources.dump();
-  auto out = encode_safetensors(base);
-  Trainer::from_checkpoint(out, a.out);  // what is written loads
-  write_file_atomic(a.out, out);
+  const auto bytes = encode_safetensors(out);
+  inspect_checkpoint(decode_safetensors(bytes.data(), bytes.size(), a.out), a.out);  // what is written loads
+  write_file_atomic(a.out, bytes);
   std::printf("wrote %s: the mean of %zu checkpoints' %lld parameters (metadata of step %lld) as %s, %.2f MB\n",
-              a.out.c_str(), a.checkpoints.size(), (long long)config.param_count(), (long long)base_step,
+              a.out.c_str(), a.checkpoints.size(), (long long)first->model.param_count(), (long long)latest_step,
               a.dtype == "f32"   ? "F32"
               : a.dtype == "f16" ? "F16"
                                  : "BF16",
-              out.size() / 1e6);
+              bytes.size() / 1e6);
 }
 
 }  // namespace

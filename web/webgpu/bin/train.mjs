@@ -29,9 +29,9 @@
 //   --batch N --steps N --until N --lr X --schedule cosine|constant --warmup N --min-lr-frac X
 //   --weight-decay X --beta2 X --grad-clip X --dropout P --seed N
 //   --eval-every N --eval-batches N|all --sample-every N (0: never) --log-every N
+//     (all: each validation over the whole split, window by window, as `ptl eval`)
 //   --snapshot-every N --snapshot-from STEP (the weights alone every N steps from STEP on, as
 //     DIR/snapshots/step-NNNNNN.tinygpt, for `ptl average`)
-//     (all: each validation over the whole split, window by window, as `ptl eval`)
 //   --data FILE (default TinyShakespeare: $PTL_DATA_DIR, else ../shared/data) --out DIR --overwrite
 //   --resume CKPT (continue a run: --steps, --lr, --schedule, --eval-*, --sample-every may change)
 //   --final-eval 0|1   --threads N (the engine's WebAssembly threads; default min(16, cores))
