@@ -49,11 +49,28 @@ stage "WebAssembly engine (SIMD + threads) against native, in Node" \
 stage "WebAssembly engine in headless Chromium (Web Worker; isolated and not)" \
   env PTL_NATIVE_BIN="$PWD/build/ptl" tests/browser/run.sh
 # One clang build (build-asan/, the asan preset) serves both: the engine compiled once with ASan, UBSan and
-# libFuzzer's coverage, linked by the GoogleTest suite and by the fuzz targets, which run 2 at a time.
-stage "Sanitizers: the C++ suite's quick subset under ASan + UBSan, then each libFuzzer target for 60 s" \
-  bash -c 'scripts/test-asan.sh --quick && PTL_FUZZ_BUILD=build-asan PTL_FUZZ_PARALLEL=2 scripts/fuzz.sh 60'
+# libFuzzer's coverage, linked by the GoogleTest suite and by the fuzz targets.
+stage "Sanitizers: the C++ suite's quick subset under ASan + UBSan; the fuzz targets built" \
+  bash -c 'scripts/test-asan.sh --quick && cmake --build --preset asan --target fuzz_all'
+# The fuzz targets run for 60 s each, 2 at a time, at the lowest priority, beside the site's tests: those
+# leave about a third of a core idle (their stage's line says how busy the machine was), which the fuzzers
+# take without slowing the site; the fuzzers' wall time is fixed, only their executions are fewer.
+# Their own session (setsid) so that one kill ends them all; with the kernel's autogroups on, a session is
+# a scheduling group of its own, which nice alone does not lower: the new session nices its autogroup too.
+fuzz_log=$(mktemp)
+setsid bash -c '{ echo 19 >/proc/self/autogroup; } 2>/dev/null
+  exec nice -n 19 env PTL_FUZZ_BUILD=build-asan PTL_FUZZ_PARALLEL=2 scripts/fuzz.sh 60' >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+trap 'kill -- -$fuzz_pid 2>/dev/null; rm -f "$fuzz_log"' EXIT
+fuzz_wait() {  # the fuzz targets' result: their JSON lines, and the exit status of scripts/fuzz.sh
+  local rc=0
+  wait "$fuzz_pid" || rc=$?
+  cat "$fuzz_log"
+  return $rc
+}
 stage "The playground site in headless Chromium (WebAssembly and WebGPU on SwiftShader)" \
   env PTL_NATIVE_BIN="$PWD/build/ptl" web/site/tests/run.sh
+stage "Each libFuzzer target for 60 s under ASan + UBSan (ran beside the site's tests)" fuzz_wait
 stage "WebGPU backend against the CPU engine, in Node on SwiftShader" \
   env PTL_BUILD_DIR="$PWD/build" npm --prefix web/webgpu test
 

@@ -58,8 +58,9 @@ const hook = {
   evals: [] as number[],
   // Each validation of the runs since the page loaded: step, loss, the run's training seconds at
   // that step and the page's clock (performance.now(), ms); `started`: the clock at each Start
-  // or Resume press (bench/site_default_run.mjs measures the default run's time to a loss).
-  evalLog: [] as { step: number; loss: number; trainSeconds: number; pageMs: number }[],
+  // or Resume press (bench/site_default_run.mjs measures the default run's time to a loss);
+  // heapBytes: the WebAssembly engine's memory then (bench/site_memory.mjs).
+  evalLog: [] as { step: number; loss: number; trainSeconds: number; pageMs: number; heapBytes?: number }[],
   started: [] as number[],
   chartSteps: (): number[] => dash.lossSteps(),
   inspect: null as InspectResult | null,
@@ -668,6 +669,7 @@ async function runTraining(fresh: boolean): Promise<void> {
           loss: ev.data.loss,
           trainSeconds: lastElapsed,
           pageMs: performance.now(),
+          ...(ev.heapBytes !== undefined ? { heapBytes: ev.heapBytes } : {}),
         });
         showEval(ev.data.loss, ev.data.bits_per_byte);
       } else if (ev.event === 'sample') {

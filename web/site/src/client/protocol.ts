@@ -164,7 +164,7 @@ export type Method = keyof Methods;
 
 export type WorkerEvent =
   | { event: 'step'; data: RunStep }
-  | { event: 'eval'; data: EvalPoint }
+  | { event: 'eval'; data: EvalPoint; heapBytes?: number } // heapBytes: the WebAssembly engine's memory
   | { event: 'sample'; data: SamplePoint }
   | { event: 'autosave'; data: { step: number; bytes: number } }
   // A save that failed (a full quota): why, and the step of this run's last good autosave (null:

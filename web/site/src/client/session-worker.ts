@@ -271,7 +271,7 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
       const v = await e.validationLoss(); // recorded in the engine's history with the step's train loss
       const point = { step: at, ...v };
       state!.evals.push(point);
-      emit({ event: 'eval', data: point });
+      emit({ event: 'eval', data: point, heapBytes: needModule().heapBytes() });
     }
     if (ev.sample) {
       await syncFromGpu();
