@@ -86,8 +86,12 @@ void run_program(const ModelArgs& a) {
     p = build_forward_program(mc, opt);
   else if (a.program == "inspect")
     p = build_inspect_program(mc, a.seq ? a.seq : mc.ctx, opt.lora);  // batch 1
-  else
-    p = build_generate_program(mc, opt.lora);
+  else {
+    // --seq K: a prompt's K tokens per run into the KV cache (one product per weight for all K)
+    check(a.seq <= mc.ctx, "--seq " + std::to_string(a.seq) + " is longer than the context (" +
+                               std::to_string(mc.ctx) + ")");
+    p = build_generate_program(mc, opt.lora, a.seq ? a.seq : 1);
+  }
   nlohmann::json j = p.to_json();
   j["model_config"] = mc.to_json();
   const std::string text = j.dump(1);
@@ -118,7 +122,9 @@ void add_export(CLI::App& app) {
   prog->add_option("--program", b->program, "Which program")
       ->check(CLI::IsMember({"train", "eval", "forward", "generate", "inspect"}))
       ->capture_default_str();
-  prog->add_option("--seq", b->seq, "Tokens per row (default: the context)")->check(at_least(1));
+  prog->add_option("--seq", b->seq,
+                   "Tokens per row (default: the context); generate: tokens per run (default 1; more for a prompt)")
+      ->check(at_least(1));
   prog->add_option("--out", b->out, "File to write (default: stdout)");
   prog->add_option("--dropout", b->dropout, "Dropout rate of the train program (docs/model.md, \"Dropout\")")
       ->check(dropout_rate());

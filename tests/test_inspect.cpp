@@ -325,3 +325,21 @@ TEST(Inspect, CliExportsTheInspectProgram) {
   EXPECT_EQ(p.tensor(p.id("tokens")).shape, (std::vector<int64_t>{1, 5}));
   EXPECT_EQ(p.tensor(p.id("blocks.0.attn.probs")).shape, (std::vector<int64_t>{1, 3, 5, 5}));
 }
+
+// `ptl program --program generate --seq K`: the generate program over K tokens (a prompt's block
+// for another executor's KV cache, what WebGPU's prefill runs); longer than the context is refused.
+TEST(Inspect, CliExportsTheGenerateProgramOverABlock) {
+  TempDir dir;
+  CliRun r = ptl_cli("program --preset tiny --program generate --seq 8", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Program p = Program::from_json(nlohmann::json::parse(r.out));
+  EXPECT_EQ(p.name, "generate");
+  EXPECT_EQ(p.tensor(p.id("tokens")).shape, (std::vector<int64_t>{1, 8}));
+  EXPECT_EQ(p.tensor(p.id("logits")).shape, (std::vector<int64_t>{1, 256}));  // the last position's
+  r = ptl_cli("program --preset tiny --program generate", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Program one = Program::from_json(nlohmann::json::parse(r.out));
+  EXPECT_EQ(one.tensor(one.id("tokens")).shape, (std::vector<int64_t>{1, 1}));
+  expect_error(ptl_cli("program --preset tiny --program generate --seq 33", dir), "longer than the context (32)");
+}
+

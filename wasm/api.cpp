@@ -799,9 +799,12 @@ EMSCRIPTEN_KEEPALIVE double ptl_result_size() { return double(g_bytes.size()); }
 
 // The serialised program (Program::to_json) of this model: "train" (forward, backward, AdamW
 // at the trainer's batch), "eval", "forward" (at the trainer's batch and the model's context)
-// "generate" (one token with a KV cache), "window" (the forward program for one sequence: a
-// generator past the context recomputes its window with it) or "inspect" (one sequence of ctx
-// tokens with every layer's attention probabilities; ptl_inspect builds it for the prompt's length).
+// "generate" (one token with a KV cache), "prefill" (the generate program over kPrefillRows
+// tokens, or the context if shorter: a prompt goes into the cache a block at a time), "window"
+// (the forward program for one sequence: a generator past the context recomputes its window with
+// it) or "inspect" (one sequence of ctx tokens with every layer's attention probabilities;
+// ptl_inspect builds it for the prompt's length).
+constexpr int kPrefillRows = 32;
 EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) {
   return guarded(
       [&] {
@@ -825,12 +828,15 @@ EMSCRIPTEN_KEEPALIVE const char* ptl_export_program(int h, const char* which_c) 
           p = ptl::build_forward_program(t.model_config(), opt);
         else if (which == "generate")
           p = ptl::build_generate_program(t.model_config(), t.lora_config());
+        else if (which == "prefill")  // a prompt's tokens a block at a time into the KV cache
+          p = ptl::build_generate_program(t.model_config(), t.lora_config(),
+                                          std::min(kPrefillRows, t.model_config().ctx));
         else if (which == "window")
           p = ptl::build_forward_program(t.model_config(), one);
         else if (which == "inspect")
           p = ptl::build_inspect_program(t.model_config(), t.model_config().ctx, t.lora_config());
         else
-          ptl::fail("unknown program '" + which + "' (train, eval, forward, generate, window or inspect)");
+          ptl::fail("unknown program '" + which + "' (train, eval, forward, generate, prefill, window or inspect)");
         return text_result(p.to_json().dump());
       },
       (const char*)nullptr);

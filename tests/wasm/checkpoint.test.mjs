@@ -164,6 +164,12 @@ test(`${VARIANT}: importCheckpoint replaces a trainer's state; exportProgram giv
     for (const k of ['embedding', 'attention', 'cross_entropy_tied', 'adamw'])
       assert.ok(kinds.has(k), `train program lacks ${k}: ${[...kinds]}`);
     for (const which of ['eval', 'forward', 'generate']) assert.equal((await engine.exportProgram(which)).name, which);
+    // prefill: the generate program over a block of a prompt's tokens (32, or the context if shorter).
+    const tokens = (p) => p.tensors.find((t) => t.name === 'tokens').shape;
+    assert.deepEqual(tokens(await engine.exportProgram('generate')), [1, 1]);
+    const prefill = await engine.exportProgram('prefill');
+    assert.equal(prefill.name, 'generate');
+    assert.deepEqual(tokens(prefill), [1, Math.min(32, info.model.ctx)]);
   } finally {
     engine.dispose();
   }

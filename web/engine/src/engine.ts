@@ -224,7 +224,7 @@ export interface GenerateResult {
   text: string;
 }
 
-export type ProgramName = 'train' | 'eval' | 'forward' | 'generate' | 'window' | 'inspect';
+export type ProgramName = 'train' | 'eval' | 'forward' | 'generate' | 'prefill' | 'window' | 'inspect';
 
 /**
  * LoRA adapters: rank r, scale alpha / r, on any of q, k, v, o, fc_in, fc_out, or qkv (one

@@ -1,6 +1,7 @@
 // Text generation on WebGPU: the engine's `generate` program (one token per run with a KV cache,
-// `ptl program --program generate`) plus, past the context, a `forward` program over the last
-// ctx tokens; sampling on the host. The same scheme as Trainer::next_token in
+// `ptl program --program generate`), optionally the same program over a block of K tokens for
+// prompts (`--seq K`: a product per weight for K tokens instead of K of them), plus, past the
+// context, a `forward` program over the last ctx tokens; sampling on the host. The same scheme as Trainer::next_token in
 // engine/trainer.cpp, so greedy generation gives ptl sample's bytes (test/generate.test.mjs),
 // and the sampler is a port of engine/sampler.cpp with the engine's random stream
 // (engine/rng.h), so a seeded sampled run draws what `ptl sample --seed` draws wherever the two
@@ -131,13 +132,19 @@ export class WebGPUGenerator {
   readonly ctx: number;
   private readonly step: Executor;
   private readonly window: Executor | null;
+  private readonly block: Executor | null; // the prompt's program: K tokens per run
+  private readonly blockRows: number;
   private seq: number[] = [];
   private cached = 0; // tokens already in the KV cache (positions 0 .. cached - 1)
+  private last: Executor; // the program whose logits are those after the cached tokens
 
-  private constructor(backend: WebGPUBackend, step: Executor, window: Executor | null) {
+  private constructor(backend: WebGPUBackend, step: Executor, window: Executor | null, block: Executor | null) {
     this.backend = backend;
     this.step = step;
     this.window = window;
+    this.block = block;
+    this.blockRows = block ? block.tensor('tokens').info.shape[1]! : 1;
+    this.last = step;
     const logits = step.tensor('logits').info.shape;
     this.vocab = logits.at(-1)!;
     const kc = step.program.tensors.find((t) => t.kind === 'state');
@@ -149,23 +156,51 @@ export class WebGPUGenerator {
   }
 
   // generate: `ptl program [CKPT] --program generate`; window (optional): `ptl program [CKPT]
-  // --program forward --batch 1`, needed only to go past the context (ctx tokens). The weights
-  // must be in the backend's store already (backend.loadWeights).
+  // --program forward --batch 1`, needed only to go past the context (ctx tokens); prefill
+  // (optional): `ptl program [CKPT] --program generate --seq K` (the engine's "prefill"
+  // program), which takes a prompt K tokens at a time (the rest, fewer than K, one at a time).
+  // The weights must be in the backend's store already (backend.loadWeights).
   static async create(
     backend: WebGPUBackend,
     generate: string | ProgramJSON,
     window?: string | ProgramJSON,
+    prefill?: string | ProgramJSON,
   ): Promise<WebGPUGenerator> {
     const step = await backend.load(generate);
     let win: Executor | null = null;
-    try {
-      const t = step.program.tensors;
+    let block: Executor | null = null;
+    // tokens [1, rows] and pos0: a generate program over `rows` tokens.
+    const isGenerate = (e: Executor, rows?: number) => {
+      const t = e.program.tensors;
       const tok = t.find((x) => x.name === 'tokens'),
         pos = t.find((x) => x.name === 'pos0');
-      if (!tok || !pos || tok.shape.length !== 2 || tok.shape[0] !== 1 || tok.shape[1] !== 1)
+      return (
+        !!tok &&
+        !!pos &&
+        tok.shape.length === 2 &&
+        tok.shape[0] === 1 &&
+        (rows === undefined || tok.shape[1] === rows) &&
+        t.some((x) => x.kind === 'state')
+      );
+    };
+    try {
+      if (!isGenerate(step, 1))
         throw new WebGPUError(
           `program '${step.program.name}' is not a generate program (needs tokens [1, 1] and pos0)`,
         );
+      if (prefill) {
+        block = await backend.load(prefill);
+        const states = (e: Executor) =>
+          JSON.stringify(e.program.tensors.filter((x) => x.kind === 'state').map((x) => [x.name, x.shape]));
+        if (
+          !isGenerate(block) ||
+          block.tensor('logits').info.shape.at(-1) !== step.tensor('logits').info.shape.at(-1) ||
+          states(block) !== states(step)
+        )
+          throw new WebGPUError(
+            `prefill program '${block.program.name}' must be a generate program of the same model (ptl program --program generate --seq K)`,
+          );
+      }
       if (window) {
         win = await backend.load(window);
         const wt = win.tensor('tokens').info.shape;
@@ -174,7 +209,7 @@ export class WebGPUGenerator {
             `window program '${win.program.name}' must be a batch-1 forward program of the same model`,
           );
       }
-      const g = new WebGPUGenerator(backend, step, win);
+      const g = new WebGPUGenerator(backend, step, win, block);
       if (win && win.tensor('tokens').info.shape[1] !== g.ctx)
         throw new WebGPUError(
           `window program has ${win.tensor('tokens').info.shape[1]} positions, the model's context is ${g.ctx}`,
@@ -183,6 +218,7 @@ export class WebGPUGenerator {
     } catch (e) {
       step.destroy();
       win?.destroy();
+      block?.destroy();
       throw e;
     }
   }
@@ -213,19 +249,24 @@ export class WebGPUGenerator {
   }
 
   // Logits for the token after the current sequence. Within the context the KV cache is exact:
-  // one generate run per token it has not seen (submitted back to back, read back once). Past
-  // the context the model sees the last ctx tokens at positions 0 .. ctx - 1 (nanoGPT's crop),
-  // so the window is recomputed with the forward program.
+  // the tokens it has not seen go in K at a time through the prefill program while K remain,
+  // then one per generate run (all submitted back to back, read back once). Past the context
+  // the model sees the last ctx tokens at positions 0 .. ctx - 1 (nanoGPT's crop), so the
+  // window is recomputed with the forward program.
   private async logits(): Promise<Float32Array> {
     const L = this.seq.length;
     if (L <= this.ctx) {
       let pending: Promise<Map<string, Float32Array | Int32Array>> | null = null;
-      for (; this.cached < L; this.cached++) {
-        this.step.setInput('tokens', [this.seq[this.cached]!]);
-        this.step.setInput('pos0', [this.cached]);
-        pending = this.step.run(this.cached === L - 1 ? ['logits'] : []);
+      while (this.cached < L) {
+        const k = this.block && L - this.cached >= this.blockRows ? this.blockRows : 1;
+        const e = k > 1 ? this.block! : this.step;
+        e.setInput('tokens', this.seq.slice(this.cached, this.cached + k));
+        e.setInput('pos0', [this.cached]);
+        this.cached += k;
+        pending = e.run(this.cached === L ? ['logits'] : []);
+        this.last = e;
       }
-      const out = pending ? await pending : await this.backend.read([this.step.tensor('logits')]);
+      const out = pending ? await pending : await this.backend.read([this.last.tensor('logits')]);
       return out.get('logits') as Float32Array;
     }
     if (!this.window)
@@ -265,5 +306,6 @@ export class WebGPUGenerator {
   destroy(): void {
     this.step.destroy();
     this.window?.destroy();
+    this.block?.destroy();
   }
 }

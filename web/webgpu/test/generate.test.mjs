@@ -5,7 +5,8 @@
 //   - greedy: 40 bytes after a 6-byte prompt must equal ptl sample --temperature 0 exactly
 //     (46 > ctx = 32, so the window path runs too);
 //   - sampled (temperature 0.8, top-k 40, seed 7, 24 bytes): the host sampler is a port of the
-//     engine's (same random stream), so the bytes must equal ptl sample --seed 7's.
+//     engine's (same random stream), so the bytes must equal ptl sample --seed 7's;
+//   - a prompt taken in blocks of 4 tokens (the prefill program) gives the same logits and bytes.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -128,7 +129,38 @@ test(`Tiny checkpoint: ${N} bytes generated on WebGPU equal ptl sample (greedy a
   assert.equal(logits.length, 256);
   // Host-side checks: a token outside the vocabulary is refused with a clear message.
   await assert.rejects(() => gen.next(300), /outside the vocabulary/);
+
+  // A prompt a block at a time (`--seq 4`: a 6-byte prompt is one block and two single tokens; a
+  // 21-byte one five blocks and one token): the same logits as one token at a time, within the
+  // reductions' tolerance, and the same greedy continuation as ptl sample.
+  run(ptl, ['program', ckpt, '--program', 'generate', '--seq', '4', '--out', join(dir, 'prefill.json')]);
+  const long = new TextEncoder().encode('ROMEO:\nWhat say you, ');
+  const single = await gen.prefill(long);
   gen.destroy();
+  const blocks = await WebGPUGenerator.create(
+    be,
+    readFileSync(join(dir, 'generate.json'), 'utf8'),
+    readFileSync(join(dir, 'window.json'), 'utf8'),
+    readFileSync(join(dir, 'prefill.json'), 'utf8'),
+  );
+  const blocked = await blocks.prefill(long);
+  let diff = 0;
+  for (let i = 0; i < single.length; i++) diff = Math.max(diff, Math.abs(single[i] - blocked[i]));
+  summary.prefill_logits_max_abs = diff;
+  assert.ok(diff < 1e-4, `logits after a 21-byte prompt in blocks of 4 differ by ${diff}`);
+  const again = await blocks.generate(PROMPT, { temperature: 0, maxTokens: N });
+  assert.equal(Buffer.from(again).toString('latin1'), greedy, 'greedy bytes with the prompt in blocks');
+  await assert.rejects(
+    () =>
+      WebGPUGenerator.create(
+        be,
+        readFileSync(join(dir, 'generate.json'), 'utf8'),
+        undefined,
+        readFileSync(join(dir, 'window.json'), 'utf8'),
+      ),
+    /prefill program .* must be a generate program of the same model/,
+  );
+  blocks.destroy();
 });
 
 after(() => {

@@ -903,6 +903,7 @@ async function generateOnGpu(
       g.be,
       JSON.stringify(await e.exportProgram('generate')),
       JSON.stringify(await e.exportProgram('window')),
+      JSON.stringify(await e.exportProgram('prefill')), // the prompt 32 tokens at a time
     );
   const events = tokenEvents(e, id);
   const t0 = performance.now();
