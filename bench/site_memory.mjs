@@ -4,7 +4,7 @@
 // makes and sampled, with the browser's memory read every --every-s seconds.
 //
 //   node bench/site_memory.mjs [--build] [--dist web/site/dist] [--minutes 30] [--every-s 30]
-//                              [--steps 100000] [--ft-steps 100] [--out FILE]
+//                              [--steps 100000] [--ft-steps 100] [--dumps 3,15,29] [--out FILE]
 //
 // Memory: the proportional set size (PSS, /proc/PID/smaps_rollup: shared pages split between
 // the processes sharing them) summed over the Chromium instance's processes (the browser, its
@@ -14,7 +14,14 @@
 // cross-origin isolated; the call waits for a collection, about a minute while the page trains). The run's settings are the page's defaults but
 // --steps, so that the schedule outlasts --minutes (the run is stopped then).
 // Prints one JSON line per reading {"kind": "sample", "phase": "train"|"stopped"|"finetuned"|
-// "sampled", "t_s", "step", "pss_bytes", "pss_renderer_bytes", "js_bytes"}, then the summary
+// "sampled", "t_s", "step", "pss_bytes", "pss_renderer_bytes", "js_bytes", "renderer_pss",
+// "dom", "wasm_heap_bytes"}: renderer_pss splits the renderer's PSS by mapping (anonymous, the
+// heap, shared memory, files, stacks: /proc/PID/smaps), dom is the page's document, node and
+// listener counts (DevTools' Memory.getDOMCounters), wasm_heap_bytes the engine's WebAssembly
+// memory at the last validation. With --dumps (minutes, e.g. 3,15,29), a line {"kind": "dump",
+// "t_s", "processes": {name: {allocator: bytes}}} at each of those minutes and at the end of each
+// phase: Chromium's own accounting (memory-infra, as chrome://tracing shows it) of what each
+// process's allocators hold (partition_alloc, malloc, v8, blink_gc, skia, cc, gpu, ...). Then the summary
 // {"backend": "wasm-chromium", "preset", "minutes", "steps", "pss_warm_bytes", "pss_max_bytes",
 //  "pss_end_bytes", "pss_growth", "pss_end_growth", "js_stopped_bytes", "pss_finetuned_bytes",
 //  "js_finetuned_bytes", "pss_sampled_bytes", "js_sampled_bytes", "ft_steps", "chromium", "load_avg"}
@@ -27,7 +34,7 @@ import os from 'node:os';
 import { benchArgs } from './args.mjs';
 import { openPlayground, resultLines } from './site_page.mjs';
 
-const args = benchArgs(import.meta.url, ['dist', 'minutes', 'every-s', 'steps', 'ft-steps', 'out'], ['build']);
+const args = benchArgs(import.meta.url, ['dist', 'minutes', 'every-s', 'steps', 'ft-steps', 'dumps', 'out'], ['build']);
 const fail = (msg) => {
   console.error(`bench/site_memory.mjs: ${msg}`);
   process.exit(2);
@@ -41,6 +48,8 @@ const minutes = positive('minutes', 30);
 const everyS = positive('every-s', 30);
 const steps = Math.round(positive('steps', 100000));
 const ftSteps = Math.round(positive('ft-steps', 100));
+const dumpMinutes = (args.dumps ?? '').split(',').filter(Boolean).map(Number);
+if (dumpMinutes.some((m) => !(m >= 0 && m < minutes))) fail(`--dumps: minutes under --minutes, got ${args.dumps}`);
 
 // The processes of one Chromium instance: the one started with its profile, and its descendants.
 function processTree(profile) {
@@ -72,20 +81,113 @@ function processTree(profile) {
   return tree;
 }
 
+// A process's PSS by kind of mapping (bytes): anonymous memory (PartitionAlloc, V8's heaps, the
+// WebAssembly memory), the [heap], shared memory (memfd, /dev/shm: what goes to the GPU and
+// browser processes), stacks, and files (libraries, fonts).
+function pssByMapping(pid) {
+  const kinds = { anon: 0, heap: 0, shared: 0, stack: 0, file: 0 };
+  let kind = 'anon';
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const head = line.match(/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \d+\s*(.*)$/);
+    if (head) {
+      const name = head[1];
+      kind = !name
+        ? 'anon'
+        : name === '[heap]'
+          ? 'heap'
+          : /memfd:|\/dev\/shm|SYSV/.test(name)
+            ? 'shared'
+            : /^\[stack|^\[anon/.test(name)
+              ? name.startsWith('[stack') ? 'stack' : 'anon'
+              : name.startsWith('/')
+                ? 'file'
+                : 'anon';
+      continue;
+    }
+    const m = line.match(/^Pss:\s+(\d+) kB/);
+    if (m) kinds[kind] += Number(m[1]) * 1024;
+  }
+  return kinds;
+}
+
 function pss(profile) {
   let total = 0;
   let renderer = 0;
+  let rendererPid = null; // the largest renderer: the playground's (others: spare, extensions)
+  let rendererMax = 0;
   for (const pid of processTree(profile)) {
     try {
       const m = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8').match(/^Pss:\s+(\d+) kB/m);
       const bytes = m ? Number(m[1]) * 1024 : 0;
       total += bytes;
-      if (fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=renderer')) renderer += bytes;
+      if (fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=renderer')) {
+        renderer += bytes;
+        if (bytes > rendererMax) [rendererPid, rendererMax] = [pid, bytes];
+      }
     } catch {
       // gone meanwhile
     }
   }
-  return { total, renderer };
+  let byMapping = null;
+  try {
+    if (rendererPid !== null) byMapping = pssByMapping(rendererPid);
+  } catch {
+    // gone meanwhile
+  }
+  return { total, renderer, byMapping };
+}
+
+// Chromium's memory-infra dump through the DevTools protocol: per process (by its name: Browser,
+// Renderer, GPU Process, ...), the size each top-level allocator reports.
+async function memoryDump(cdp) {
+  const events = [];
+  const onData = (e) => events.push(...e.value);
+  cdp.on('Tracing.dataCollected', onData);
+  const complete = new Promise((resolve) => cdp.once('Tracing.tracingComplete', resolve));
+  await cdp.send('Tracing.start', {
+    transferMode: 'ReportEvents',
+    traceConfig: {
+      includedCategories: ['disabled-by-default-memory-infra'],
+      excludedCategories: ['*'],
+      memoryDumpConfig: { triggers: [] },
+    },
+  });
+  let ok;
+  try {
+    ok = (await cdp.send('Tracing.requestMemoryDump', { deterministic: true, levelOfDetail: 'detailed' })).success;
+  } finally {
+    await cdp.send('Tracing.end');
+    await complete;
+    cdp.off('Tracing.dataCollected', onData);
+  }
+  const names = new Map();
+  for (const ev of events)
+    if (ev.ph === 'M' && ev.name === 'process_name') names.set(ev.pid, ev.args?.name ?? String(ev.pid));
+  const processes = {};
+  for (const ev of events) {
+    const dumps = ev.ph === 'v' ? ev.args?.dumps : null;
+    if (!dumps?.allocators) continue;
+    let name = names.get(ev.pid);
+    if (!name)
+      try {
+        // (The trace names the browser and the GPU process; the rest by their command line's --type.)
+        const type = fs.readFileSync(`/proc/${ev.pid}/cmdline`, 'utf8').match(/--type=([\w-]+)/);
+        name = type ? type[1] : String(ev.pid);
+      } catch {
+        name = String(ev.pid);
+      }
+    const key = processes[name] ? `${name} ${ev.pid}` : name;
+    const row = {};
+    for (const [allocator, d] of Object.entries(dumps.allocators)) {
+      const size = d.attrs?.size?.value;
+      if (allocator.includes('/') || size === undefined) continue; // top-level allocators only
+      row[allocator] = parseInt(size, 16);
+    }
+    const rss = dumps.process_totals?.resident_set_bytes;
+    if (rss !== undefined) row.resident_set = parseInt(rss, 16);
+    processes[key] = Object.fromEntries(Object.entries(row).sort((a, b) => b[1] - a[1]));
+  }
+  return { ok, processes };
 }
 
 const median = (xs) => {
@@ -101,6 +203,7 @@ const { page, browser, close } = await openPlayground({
 });
 const out = resultLines();
 const emit = out.emit;
+const cdp = await page.context().newCDPSession(page);
 const load = [os.loadavg()[0]];
 try {
   const preset = await page.inputValue('#preset');
@@ -123,8 +226,9 @@ try {
       } catch {
         bytes = null;
       }
-      return { js: bytes, step: window.ptlRun.losses.length };
+      return { js: bytes, step: window.ptlRun.losses.length, heap: window.ptlRun.evalLog.at(-1)?.heapBytes ?? null };
     }, js);
+    const dom = await cdp.send('Memory.getDOMCounters');
     const row = {
       kind: 'sample',
       phase,
@@ -133,10 +237,17 @@ try {
       pss_bytes: m.total,
       pss_renderer_bytes: m.renderer,
       js_bytes: page_.js,
+      renderer_pss: m.byMapping,
+      dom: { documents: dom.documents, nodes: dom.nodes, listeners: dom.jsEventListeners },
+      wasm_heap_bytes: page_.heap,
     };
     samples.push(row);
     emit(row);
     return row;
+  };
+  const dump = async (phase) => {
+    const d = await memoryDump(cdp);
+    emit({ kind: 'dump', phase, t_s: +((Date.now() - t0) / 1000).toFixed(1), ...d });
   };
 
   await page.click('#start');
@@ -147,10 +258,15 @@ try {
     const state = await page.evaluate(() => document.body.dataset.state);
     if (state !== 'training') fail(`the run ended before ${minutes} minutes: ${await page.textContent('#status')}`);
     await read('train');
+    while (dumpMinutes.length && Date.now() - t0 >= dumpMinutes[0] * 60 * 1000) {
+      dumpMinutes.shift();
+      await dump('train');
+    }
   }
   await page.click('#stop');
   await page.waitForFunction(() => document.body.dataset.state !== 'training');
   await read('stopped', true);
+  if (args.dumps) await dump('stopped');
 
   // LoRA on the run just trained, with a text unlike Shakespeare.
   const text = Array.from({ length: 1500 }, (_, i) => `the ${['cat', 'dog', 'owl'][i % 3]} sat on the mat. `).join(
@@ -164,6 +280,7 @@ try {
   const ftStatus = await page.textContent('#ft-status');
   if (!/^Fine-tuned/.test(ftStatus)) fail(`fine-tuning did not finish: ${ftStatus}`);
   const finetuned = await read('finetuned', true);
+  if (args.dumps) await dump('finetuned');
 
   await page.fill('#length', '400', { timeout: 30000 });
   await page.click('#generate');
@@ -172,6 +289,7 @@ try {
       document.body.dataset.state === 'ready' && document.getElementById('gen-stats').textContent.includes('tokens/s'),
   );
   const sampled = await read('sampled', true);
+  if (args.dumps) await dump('sampled');
   load.push(os.loadavg()[0]);
 
   const train = samples.filter((s) => s.phase === 'train');
