@@ -28,17 +28,13 @@
 // where warm is the median over the tenth of the training time after the first tenth (warm-up),
 // end the median over the last tenth, growth = max / warm - 1 and end_growth = end / warm - 1.
 // --out also writes the lines to FILE. docs/reliability.md, "Memory over long runs".
-import fs from "node:fs";
-import os from "node:os";
+import fs from 'node:fs';
+import os from 'node:os';
 
-import { benchArgs } from "./args.mjs";
-import { openPlayground, resultLines } from "./site_page.mjs";
+import { benchArgs } from './args.mjs';
+import { openPlayground, resultLines } from './site_page.mjs';
 
-const args = benchArgs(
-  import.meta.url,
-  ["dist", "minutes", "every-s", "steps", "ft-steps", "dumps", "out"],
-  ["build"],
-);
+const args = benchArgs(import.meta.url, ['dist', 'minutes', 'every-s', 'steps', 'ft-steps', 'dumps', 'out'], ['build']);
 const fail = (msg) => {
   console.error(`bench/site_memory.mjs: ${msg}`);
   process.exit(2);
@@ -48,33 +44,25 @@ const positive = (key, dflt) => {
   if (!(v > 0)) fail(`--${key}: a positive number, got ${args[key]}`);
   return v;
 };
-const minutes = positive("minutes", 30);
-const everyS = positive("every-s", 30);
-const steps = Math.round(positive("steps", 100000));
-const ftSteps = Math.round(positive("ft-steps", 100));
-const dumpMinutes = (args.dumps ?? "").split(",").filter(Boolean).map(Number);
-if (dumpMinutes.some((m) => !(m >= 0 && m < minutes)))
-  fail(`--dumps: minutes under --minutes, got ${args.dumps}`);
+const minutes = positive('minutes', 30);
+const everyS = positive('every-s', 30);
+const steps = Math.round(positive('steps', 100000));
+const ftSteps = Math.round(positive('ft-steps', 100));
+const dumpMinutes = (args.dumps ?? '').split(',').filter(Boolean).map(Number);
+if (dumpMinutes.some((m) => !(m >= 0 && m < minutes))) fail(`--dumps: minutes under --minutes, got ${args.dumps}`);
 
 // The processes of one Chromium instance: the one started with its profile, and its descendants.
 function processTree(profile) {
   const parent = new Map();
   let root = null;
-  for (const d of fs.readdirSync("/proc")) {
+  for (const d of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
-      parent.set(
-        Number(d),
-        Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]),
-      );
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
       if (root === null) {
-        const cmd = fs.readFileSync(`/proc/${d}/cmdline`, "utf8");
-        if (
-          cmd.includes(`--user-data-dir=${profile}`) &&
-          !cmd.includes("--type=")
-        )
-          root = Number(d);
+        const cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8');
+        if (cmd.includes(`--user-data-dir=${profile}`) && !cmd.includes('--type=')) root = Number(d);
       }
     } catch {
       // gone meanwhile
@@ -98,26 +86,24 @@ function processTree(profile) {
 // browser processes), stacks, and files (libraries, fonts).
 function pssByMapping(pid) {
   const kinds = { anon: 0, heap: 0, shared: 0, stack: 0, file: 0 };
-  let kind = "anon";
-  for (const line of fs
-    .readFileSync(`/proc/${pid}/smaps`, "utf8")
-    .split("\n")) {
+  let kind = 'anon';
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
     const head = line.match(/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \d+\s*(.*)$/);
     if (head) {
       const name = head[1];
       kind = !name
-        ? "anon"
-        : name === "[heap]"
-          ? "heap"
+        ? 'anon'
+        : name === '[heap]'
+          ? 'heap'
           : /memfd:|\/dev\/shm|SYSV/.test(name)
-            ? "shared"
+            ? 'shared'
             : /^\[stack|^\[anon/.test(name)
-              ? name.startsWith("[stack")
-                ? "stack"
-                : "anon"
-              : name.startsWith("/")
-                ? "file"
-                : "anon";
+              ? name.startsWith('[stack')
+                ? 'stack'
+                : 'anon'
+              : name.startsWith('/')
+                ? 'file'
+                : 'anon';
       continue;
     }
     const m = line.match(/^Pss:\s+(\d+) kB/);
@@ -133,16 +119,10 @@ function pss(profile) {
   let rendererMax = 0;
   for (const pid of processTree(profile)) {
     try {
-      const m = fs
-        .readFileSync(`/proc/${pid}/smaps_rollup`, "utf8")
-        .match(/^Pss:\s+(\d+) kB/m);
+      const m = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8').match(/^Pss:\s+(\d+) kB/m);
       const bytes = m ? Number(m[1]) * 1024 : 0;
       total += bytes;
-      if (
-        fs
-          .readFileSync(`/proc/${pid}/cmdline`, "utf8")
-          .includes("--type=renderer")
-      ) {
+      if (fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=renderer')) {
         renderer += bytes;
         if (bytes > rendererMax) [rendererPid, rendererMax] = [pid, bytes];
       }
@@ -164,46 +144,41 @@ function pss(profile) {
 async function memoryDump(cdp) {
   const events = [];
   const onData = (e) => events.push(...e.value);
-  cdp.on("Tracing.dataCollected", onData);
-  const complete = new Promise((resolve) =>
-    cdp.once("Tracing.tracingComplete", resolve),
-  );
-  await cdp.send("Tracing.start", {
-    transferMode: "ReportEvents",
+  cdp.on('Tracing.dataCollected', onData);
+  const complete = new Promise((resolve) => cdp.once('Tracing.tracingComplete', resolve));
+  await cdp.send('Tracing.start', {
+    transferMode: 'ReportEvents',
     traceConfig: {
-      includedCategories: ["disabled-by-default-memory-infra"],
-      excludedCategories: ["*"],
+      includedCategories: ['disabled-by-default-memory-infra'],
+      excludedCategories: ['*'],
       memoryDumpConfig: { triggers: [] },
     },
   });
   let ok;
   try {
     ok = (
-      await cdp.send("Tracing.requestMemoryDump", {
+      await cdp.send('Tracing.requestMemoryDump', {
         deterministic: true,
-        levelOfDetail: "detailed",
+        levelOfDetail: 'detailed',
       })
     ).success;
   } finally {
-    await cdp.send("Tracing.end");
+    await cdp.send('Tracing.end');
     await complete;
-    cdp.off("Tracing.dataCollected", onData);
+    cdp.off('Tracing.dataCollected', onData);
   }
   const names = new Map();
   for (const ev of events)
-    if (ev.ph === "M" && ev.name === "process_name")
-      names.set(ev.pid, ev.args?.name ?? String(ev.pid));
+    if (ev.ph === 'M' && ev.name === 'process_name') names.set(ev.pid, ev.args?.name ?? String(ev.pid));
   const processes = {};
   for (const ev of events) {
-    const dumps = ev.ph === "v" ? ev.args?.dumps : null;
+    const dumps = ev.ph === 'v' ? ev.args?.dumps : null;
     if (!dumps?.allocators) continue;
     let name = names.get(ev.pid);
     if (!name)
       try {
         // (The trace names the browser and the GPU process; the rest by their command line's --type.)
-        const type = fs
-          .readFileSync(`/proc/${ev.pid}/cmdline`, "utf8")
-          .match(/--type=([\w-]+)/);
+        const type = fs.readFileSync(`/proc/${ev.pid}/cmdline`, 'utf8').match(/--type=([\w-]+)/);
         name = type ? type[1] : String(ev.pid);
       } catch {
         name = String(ev.pid);
@@ -212,14 +187,12 @@ async function memoryDump(cdp) {
     const row = {};
     for (const [allocator, d] of Object.entries(dumps.allocators)) {
       const size = d.attrs?.size?.value;
-      if (allocator.includes("/") || size === undefined) continue; // top-level allocators only
+      if (allocator.includes('/') || size === undefined) continue; // top-level allocators only
       row[allocator] = parseInt(size, 16);
     }
     const rss = dumps.process_totals?.resident_set_bytes;
     if (rss !== undefined) row.resident_set = parseInt(rss, 16);
-    processes[key] = Object.fromEntries(
-      Object.entries(row).sort((a, b) => b[1] - a[1]),
-    );
+    processes[key] = Object.fromEntries(Object.entries(row).sort((a, b) => b[1] - a[1]));
   }
   return { ok, processes };
 }
@@ -230,24 +203,22 @@ const median = (xs) => {
 };
 
 const { page, browser, close } = await openPlayground({
-  name: "bench/site_memory.mjs",
+  name: 'bench/site_memory.mjs',
   dist: args.dist,
   build: args.build,
-  chromiumArgs: ["--enable-blink-features=ForceEagerMeasureMemory"],
+  chromiumArgs: ['--enable-blink-features=ForceEagerMeasureMemory'],
 });
 const out = resultLines();
 const emit = out.emit;
 const cdp = await page.context().newCDPSession(page);
 const load = [os.loadavg()[0]];
 try {
-  const preset = await page.inputValue("#preset");
-  if ((await page.evaluate(() => document.body.dataset.backend)) !== "wasm")
-    fail("the page did not choose WebAssembly");
-  await page.evaluate(() =>
-    document.querySelectorAll("details").forEach((d) => (d.open = true)),
-  );
-  await page.fill("#steps", String(steps), { timeout: 30000 });
-  await page.fill("#sample-every", "0", { timeout: 30000 });
+  const preset = await page.inputValue('#preset');
+  if ((await page.evaluate(() => document.body.dataset.backend)) !== 'wasm')
+    fail('the page did not choose WebAssembly');
+  await page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));
+  await page.fill('#steps', String(steps), { timeout: 30000 });
+  await page.fill('#sample-every', '0', { timeout: 30000 });
 
   const t0 = Date.now();
   const samples = [];
@@ -258,8 +229,7 @@ try {
     const page_ = await page.evaluate(async (js) => {
       let bytes = null;
       try {
-        if (js && self.crossOriginIsolated)
-          bytes = (await performance.measureUserAgentSpecificMemory()).bytes;
+        if (js && self.crossOriginIsolated) bytes = (await performance.measureUserAgentSpecificMemory()).bytes;
       } catch {
         bytes = null;
       }
@@ -269,9 +239,9 @@ try {
         heap: window.ptlRun.evalLog.at(-1)?.heapBytes ?? null,
       };
     }, js);
-    const dom = await cdp.send("Memory.getDOMCounters");
+    const dom = await cdp.send('Memory.getDOMCounters');
     const row = {
-      kind: "sample",
+      kind: 'sample',
       phase,
       t_s: +((Date.now() - t0) / 1000).toFixed(1),
       step: page_.step,
@@ -293,88 +263,72 @@ try {
   const dump = async (phase) => {
     const d = await memoryDump(cdp);
     emit({
-      kind: "dump",
+      kind: 'dump',
       phase,
       t_s: +((Date.now() - t0) / 1000).toFixed(1),
       ...d,
     });
   };
 
-  await page.click("#start");
-  await page.waitForFunction(() => document.body.dataset.state === "training");
+  await page.click('#start');
+  await page.waitForFunction(() => document.body.dataset.state === 'training');
   const end = t0 + minutes * 60 * 1000;
   while (Date.now() < end) {
-    await new Promise((r) =>
-      setTimeout(r, Math.min(everyS * 1000, Math.max(0, end - Date.now()))),
-    );
+    await new Promise((r) => setTimeout(r, Math.min(everyS * 1000, Math.max(0, end - Date.now()))));
     const state = await page.evaluate(() => document.body.dataset.state);
-    if (state !== "training")
-      fail(
-        `the run ended before ${minutes} minutes: ${await page.textContent("#status")}`,
-      );
-    await read("train");
-    while (
-      dumpMinutes.length &&
-      Date.now() - t0 >= dumpMinutes[0] * 60 * 1000
-    ) {
+    if (state !== 'training') fail(`the run ended before ${minutes} minutes: ${await page.textContent('#status')}`);
+    await read('train');
+    while (dumpMinutes.length && Date.now() - t0 >= dumpMinutes[0] * 60 * 1000) {
       dumpMinutes.shift();
-      await dump("train");
+      await dump('train');
     }
   }
-  await page.click("#stop");
-  await page.waitForFunction(() => document.body.dataset.state !== "training");
-  await read("stopped", true);
-  if (args.dumps) await dump("stopped");
+  await page.click('#stop');
+  await page.waitForFunction(() => document.body.dataset.state !== 'training');
+  await read('stopped', true);
+  if (args.dumps) await dump('stopped');
 
   // LoRA on the run just trained, with a text unlike Shakespeare.
-  const text = Array.from(
-    { length: 1500 },
-    (_, i) => `the ${["cat", "dog", "owl"][i % 3]} sat on the mat. `,
-  ).join("\n");
-  await page.setInputFiles("#ft-file", {
-    name: "style.txt",
-    mimeType: "text/plain",
+  const text = Array.from({ length: 1500 }, (_, i) => `the ${['cat', 'dog', 'owl'][i % 3]} sat on the mat. `).join(
+    '\n',
+  );
+  await page.setInputFiles('#ft-file', {
+    name: 'style.txt',
+    mimeType: 'text/plain',
     buffer: Buffer.from(text),
   });
-  await page.fill("#ft-steps", String(ftSteps), { timeout: 30000 });
-  await page.click("#ft-start");
-  await page.waitForFunction(() => document.body.dataset.ft === "training");
-  await page.waitForFunction(
-    () => document.body.dataset.ft !== "training",
-    null,
-    { timeout: 20 * 60 * 1000 },
-  );
-  const ftStatus = await page.textContent("#ft-status");
-  if (!/^Fine-tuned/.test(ftStatus))
-    fail(`fine-tuning did not finish: ${ftStatus}`);
-  const finetuned = await read("finetuned", true);
-  if (args.dumps) await dump("finetuned");
+  await page.fill('#ft-steps', String(ftSteps), { timeout: 30000 });
+  await page.click('#ft-start');
+  await page.waitForFunction(() => document.body.dataset.ft === 'training');
+  await page.waitForFunction(() => document.body.dataset.ft !== 'training', null, { timeout: 20 * 60 * 1000 });
+  const ftStatus = await page.textContent('#ft-status');
+  if (!/^Fine-tuned/.test(ftStatus)) fail(`fine-tuning did not finish: ${ftStatus}`);
+  const finetuned = await read('finetuned', true);
+  if (args.dumps) await dump('finetuned');
 
-  await page.fill("#length", "400", { timeout: 30000 });
-  await page.click("#generate");
+  await page.fill('#length', '400', { timeout: 30000 });
+  await page.click('#generate');
   await page.waitForFunction(
     () =>
-      document.body.dataset.state === "ready" &&
-      document.getElementById("gen-stats").textContent.includes("tokens/s"),
+      document.body.dataset.state === 'ready' && document.getElementById('gen-stats').textContent.includes('tokens/s'),
   );
-  const sampled = await read("sampled", true);
-  if (args.dumps) await dump("sampled");
+  const sampled = await read('sampled', true);
+  if (args.dumps) await dump('sampled');
   load.push(os.loadavg()[0]);
 
-  const train = samples.filter((s) => s.phase === "train");
+  const train = samples.filter((s) => s.phase === 'train');
   const span = minutes * 60;
   const warm = train.filter((s) => s.t_s >= 0.1 * span && s.t_s < 0.2 * span);
   const after = train.filter((s) => s.t_s >= 0.1 * span);
   const last = train.filter((s) => s.t_s >= 0.9 * span);
-  const pick = (rows, k) =>
-    median(rows.map((r) => r[k]).filter((v) => v !== null));
-  const pssWarm = pick(warm, "pss_bytes");
-  const pssEnd = pick(last, "pss_bytes");
+  const pick = (rows, k) => median(rows.map((r) => r[k]).filter((v) => v !== null));
+  const pssWarm = pick(warm, 'pss_bytes');
+  const pssEnd = pick(last, 'pss_bytes');
   const pssMax = Math.max(...after.map((s) => s.pss_bytes));
-  const stopped = samples.find((s) => s.phase === "stopped");
+  const stopped = samples.find((s) => s.phase === 'stopped');
   const ratio = (a, b) => (a !== null && b ? +(a / b - 1).toFixed(5) : null);
   emit({
-    backend: "wasm-chromium",
+    backend: 'wasm-chromium',
     preset,
     minutes,
     steps: train.at(-1)?.step ?? 0,
