@@ -88,8 +88,8 @@ void run_program(const ModelArgs& a) {
     p = build_inspect_program(mc, a.seq ? a.seq : mc.ctx, opt.lora);  // batch 1
   else {
     // --seq K: a prompt's K tokens per run into the KV cache (one product per weight for all K)
-    check(a.seq <= mc.ctx, "--seq " + std::to_string(a.seq) + " is longer than the context (" +
-                               std::to_string(mc.ctx) + ")");
+    check(a.seq <= mc.ctx,
+          "--seq " + std::to_string(a.seq) + " is longer than the context (" + std::to_string(mc.ctx) + ")");
     p = build_generate_program(mc, opt.lora, a.seq ? a.seq : 1);
   }
   nlohmann::json j = p.to_json();

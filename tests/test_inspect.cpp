@@ -342,4 +342,3 @@ TEST(Inspect, CliExportsTheGenerateProgramOverABlock) {
   EXPECT_EQ(one.tensor(one.id("tokens")).shape, (std::vector<int64_t>{1, 1}));
   expect_error(ptl_cli("program --preset tiny --program generate --seq 33", dir), "longer than the context (32)");
 }
-
