@@ -61,7 +61,9 @@ fuzz_log=$(mktemp)
 setsid bash -c '{ echo 19 >/proc/self/autogroup; } 2>/dev/null
   exec nice -n 19 env PTL_FUZZ_BUILD=build-asan PTL_FUZZ_PARALLEL=2 scripts/fuzz.sh 60' >"$fuzz_log" 2>&1 &
 fuzz_pid=$!
-trap 'kill -- -$fuzz_pid 2>/dev/null; rm -f "$fuzz_log"' EXIT
+# (Under set -e a failing command in the trap would become the script's exit status: the kill fails
+# whenever the fuzzers have ended.)
+trap 'kill -- -"$fuzz_pid" 2>/dev/null || true; rm -f "$fuzz_log"' EXIT
 fuzz_wait() {  # the fuzz targets' result: their JSON lines, and the exit status of scripts/fuzz.sh
   local rc=0
   wait "$fuzz_pid" || rc=$?
