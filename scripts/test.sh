@@ -53,8 +53,9 @@ stage "WebAssembly engine in headless Chromium (Web Worker; isolated and not)" \
 stage "Sanitizers: the C++ suite's quick subset under ASan + UBSan; the fuzz targets built" \
   bash -c 'scripts/test-asan.sh --quick && cmake --build --preset asan --target fuzz_all'
 # The fuzz targets run for 60 s each, 2 at a time, at the lowest priority, beside the site's tests: those
-# leave about a third of a core idle (their stage's line says how busy the machine was), which the fuzzers
-# take without slowing the site; the fuzzers' wall time is fixed, only their executions are fewer.
+# leave part of a core idle (their stage's line says how busy the machine was), which the fuzzers take.
+# They still slow the site's tests (by about 130 s in a measured run, docs/reliability.md), less than the
+# 300 s they took on their own; their wall time is fixed, only their executions are fewer.
 # Their own session (setsid) so that one kill ends them all; with the kernel's autogroups on, a session is
 # a scheduling group of its own, which nice alone does not lower: the new session nices its autogroup too.
 fuzz_log=$(mktemp)
