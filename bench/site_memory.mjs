@@ -4,7 +4,8 @@
 // makes and sampled, with the browser's memory read every --every-s seconds.
 //
 //   node bench/site_memory.mjs [--build] [--dist web/site/dist] [--minutes 30] [--every-s 30]
-//                              [--steps 100000] [--ft-steps 100] [--dumps 3,15,29] [--out FILE]
+//                              [--steps 100000] [--ft-steps 100] [--dumps 3,15,29]
+//                              [--autosave-every N] [--out FILE]
 //
 // Memory: the proportional set size (PSS, /proc/PID/smaps_rollup: shared pages split between
 // the processes sharing them) summed over the Chromium instance's processes (the browser, its
@@ -12,7 +13,8 @@
 // every --every-s seconds; at the end of each phase also the page's own JavaScript and
 // WebAssembly memory as performance.measureUserAgentSpecificMemory() reports it (the page is
 // cross-origin isolated; the call waits for a collection, about a minute while the page trains). The run's settings are the page's defaults but
-// --steps, so that the schedule outlasts --minutes (the run is stopped then).
+// --steps, so that the schedule outlasts --minutes (the run is stopped then), and --autosave-every
+// when given (0: no autosave).
 // Prints one JSON line per reading {"kind": "sample", "phase": "train"|"stopped"|"finetuned"|
 // "sampled", "t_s", "step", "pss_bytes", "pss_renderer_bytes", "js_bytes", "renderer_pss",
 // "dom", "wasm_heap_bytes"}: renderer_pss splits the renderer's PSS by mapping (anonymous, the
@@ -34,7 +36,11 @@ import os from 'node:os';
 import { benchArgs } from './args.mjs';
 import { openPlayground, resultLines } from './site_page.mjs';
 
-const args = benchArgs(import.meta.url, ['dist', 'minutes', 'every-s', 'steps', 'ft-steps', 'dumps', 'out'], ['build']);
+const args = benchArgs(
+  import.meta.url,
+  ['dist', 'minutes', 'every-s', 'steps', 'ft-steps', 'dumps', 'autosave-every', 'out'],
+  ['build'],
+);
 const fail = (msg) => {
   console.error(`bench/site_memory.mjs: ${msg}`);
   process.exit(2);
@@ -219,6 +225,7 @@ try {
   await page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));
   await page.fill('#steps', String(steps), { timeout: 30000 });
   await page.fill('#sample-every', '0', { timeout: 30000 });
+  if (args['autosave-every'] !== undefined) await page.fill('#autosave-every', String(args['autosave-every']));
 
   const t0 = Date.now();
   const samples = [];
