@@ -97,19 +97,11 @@ function pssByMapping(pid) {
     const head = line.match(/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \d+\s*(.*)$/);
     if (head) {
       const name = head[1];
-      kind = !name
-        ? 'anon'
-        : name === '[heap]'
-          ? 'heap'
-          : /memfd:|\/dev\/shm|SYSV/.test(name)
-            ? 'shared'
-            : /^\[stack|^\[anon/.test(name)
-              ? name.startsWith('[stack')
-                ? 'stack'
-                : 'anon'
-              : name.startsWith('/')
-                ? 'file'
-                : 'anon';
+      if (name === '[heap]') kind = 'heap';
+      else if (name.startsWith('[stack')) kind = 'stack';
+      else if (/memfd:|\/dev\/shm|SYSV/.test(name)) kind = 'shared';
+      else if (name.startsWith('/')) kind = 'file';
+      else kind = 'anon'; // no name, [anon:...], [vdso] and the like
       continue;
     }
     const m = line.match(/^Pss:\s+(\d+) kB/);

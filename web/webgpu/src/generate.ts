@@ -1,11 +1,11 @@
 // Text generation on WebGPU: the engine's `generate` program (one token per run with a KV cache,
 // `ptl program --program generate`), optionally the same program over a block of K tokens for
 // prompts (`--seq K`: a product per weight for K tokens instead of K of them), plus, past the
-// context, a `forward` program over the last ctx tokens; sampling on the host. The same scheme as Trainer::next_token in
-// engine/trainer.cpp, so greedy generation gives ptl sample's bytes (test/generate.test.mjs),
-// and the sampler is a port of engine/sampler.cpp with the engine's random stream
-// (engine/rng.h), so a seeded sampled run draws what `ptl sample --seed` draws wherever the two
-// backends' logits lead to the same choice.
+// context, a `forward` program over the last ctx tokens; sampling on the host. The same scheme
+// as Trainer::next_token in engine/trainer.cpp, so greedy generation gives ptl sample's bytes
+// (test/generate.test.mjs), and the sampler is a port of engine/sampler.cpp with the engine's
+// random stream (engine/rng.h), so a seeded sampled run draws what `ptl sample --seed` draws
+// wherever the two backends' logits lead to the same choice.
 import { type Executor, type WebGPUBackend, WebGPUError } from './executor.js';
 import type { ProgramJSON } from './program.js';
 
@@ -175,12 +175,7 @@ export class WebGPUGenerator {
       const tok = t.find((x) => x.name === 'tokens'),
         pos = t.find((x) => x.name === 'pos0');
       return (
-        !!tok &&
-        !!pos &&
-        tok.shape.length === 2 &&
-        tok.shape[0] === 1 &&
-        (rows === undefined || tok.shape[1] === rows) &&
-        t.some((x) => x.kind === 'state')
+        !!tok && !!pos && tok.shape.length === 2 && tok.shape[0] === 1 && (rows === undefined || tok.shape[1] === rows)
       );
     };
     try {
