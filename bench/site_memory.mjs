@@ -17,10 +17,11 @@
 // when given (0: no autosave).
 // Prints one JSON line per reading {"kind": "sample", "phase": "train"|"stopped"|"finetuned"|
 // "sampled", "t_s", "step", "pss_bytes", "pss_renderer_bytes", "js_bytes", "renderer_pss",
-// "dom", "wasm_heap_bytes"}: renderer_pss splits the renderer's PSS by mapping (anonymous, the
+// "dom", "wasm_heap_bytes", "chart_rows"}: renderer_pss splits the renderer's PSS by mapping (anonymous, the
 // heap, shared memory, files, stacks: /proc/PID/smaps), dom is the page's document, node and
 // listener counts (DevTools' Memory.getDOMCounters), wasm_heap_bytes the engine's WebAssembly
-// memory at the last validation. With --dumps (minutes, e.g. 3,15,29), a line {"kind": "dump",
+// memory at the last validation, chart_rows the loss chart's rows (its train points are bounded:
+// web/site/src/client/thin.ts). With --dumps (minutes, e.g. 3,15,29), a line {"kind": "dump",
 // "t_s", "processes": {name: {allocator: bytes}}} at each of those minutes and at the end of each
 // phase: Chromium's own accounting (memory-infra, as chrome://tracing shows it) of what each
 // process's allocators hold (partition_alloc, malloc, v8, blink_gc, skia, cc, gpu, ...). Then the summary
@@ -236,6 +237,7 @@ try {
         js: bytes,
         step: window.ptlRun.losses.length,
         heap: window.ptlRun.evalLog.at(-1)?.heapBytes ?? null,
+        chart: window.ptlRun.chartSteps().length,
       };
     }, js);
     const dom = await cdp.send('Memory.getDOMCounters');
@@ -254,6 +256,7 @@ try {
         listeners: dom.jsEventListeners,
       },
       wasm_heap_bytes: page_.heap,
+      chart_rows: page_.chart,
     };
     samples.push(row);
     emit(row);

@@ -1,7 +1,10 @@
 // The live dashboard's charts (uPlot): loss with validation points, throughput, learning rate
-// and gradient norm. Each chart keeps its own columns and redraws at most once per frame.
+// and gradient norm. Each chart keeps its own columns and redraws at most once per frame; a long
+// run's curves keep a bounded number of steps (thin.ts).
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
+
+import { DRAWN_STEPS, pushThinned, strideAt } from './thin.js';
 
 type Columns = number[][];
 
@@ -22,6 +25,12 @@ class Chart {
 
   push(row: (number | null)[]): void {
     row.forEach((v, i) => (this.data[i] as (number | null)[]).push(v));
+    this.redraw();
+  }
+
+  /** Replaces the last row (the curve's newest point moved on: thin.ts). */
+  replaceLast(row: readonly (number | null)[]): void {
+    row.forEach((v, i) => ((this.data[i] as (number | null)[])[this.data[i]!.length - 1] = v));
     this.redraw();
   }
 
@@ -130,7 +139,12 @@ export class Dashboard {
     );
   }
 
+  // The loss chart's rows [step, train | null, validation | null, untrained], in step order, and
+  // the other charts' [step, tokens/s, lr, norm] for each training step drawn (thin.ts).
   private rows: (number | null)[][] = [];
+  private metrics: number[][] = [];
+  // The rows of steps trained here (a checkpoint's history rows are never thinned).
+  private live = new WeakSet<(number | null)[]>();
 
   setLogScale(on: boolean): void {
     if (on === this.logScale) return;
@@ -155,12 +169,44 @@ export class Dashboard {
   }
 
   step(step: number, loss: number, tokensPerS: number, lr: number, gradNorm: number): void {
+    // The curve's grid (thin.ts): the previous newest step goes when it is off the grid, and all
+    // the steps off it when the grid coarsens; the charts are then drawn anew from the rows.
+    const s = strideAt(step, DRAWN_STEPS);
+    const coarsened = s !== strideAt(step - 1, DRAWN_STEPS);
+    const newest = this.metrics.at(-1)?.[0];
+    const newestGoes = newest !== undefined && newest % s !== 0;
+    this.metrics = pushThinned(this.metrics, [step, tokensPerS, lr, gradNorm], (m) => m[0]!, DRAWN_STEPS);
     const row = [step, loss, null, this.untrained];
+    this.live.add(row);
+    const last = this.rows.at(-1);
+    if (!coarsened && !newestGoes) {
+      this.rows.push(row);
+      this.loss.push(row);
+      this.speed.push([step, tokensPerS]);
+      this.lr.push([step, lr]);
+      this.norm.push([step, gradNorm]);
+      return;
+    }
+    if (!coarsened && last && last[0] === newest && this.live.has(last)) {
+      // Only the previous newest step went, and it was the loss chart's last row: replace it.
+      this.rows[this.rows.length - 1] = row;
+      this.loss.replaceLast(row);
+      this.speed.replaceLast([step, tokensPerS]);
+      this.lr.replaceLast([step, lr]);
+      this.norm.replaceLast([step, gradNorm]);
+      return;
+    }
+    const kept = new Set(this.metrics.map((m) => m[0]));
+    this.rows = this.rows.filter((r) => !this.live.has(r) || kept.has(r[0]!));
     this.rows.push(row);
-    this.loss.push(row);
-    this.speed.push([step, tokensPerS]);
-    this.lr.push([step, lr]);
-    this.norm.push([step, gradNorm]);
+    this.loss.reset();
+    for (const r of this.rows) this.loss.push(r);
+    for (const c of [this.speed, this.lr, this.norm]) c.reset();
+    for (const [at, tps, l, g] of this.metrics) {
+      this.speed.push([at!, tps!]);
+      this.lr.push([at!, l!]);
+      this.norm.push([at!, g!]);
+    }
   }
 
   validation(step: number, loss: number): void {
@@ -191,6 +237,7 @@ export class Dashboard {
 
   reset(): void {
     this.rows = [];
+    this.metrics = [];
     for (const c of [this.loss, this.speed, this.lr, this.norm]) c.reset();
   }
 }

@@ -43,6 +43,7 @@ import type {
 } from './protocol.js';
 import { kernelSource } from './kernels.js';
 import * as autosave from './autosave.js';
+import { pushThinned, SAVED_STEPS } from './thin.js';
 import defaults from '../generated/defaults.json';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
@@ -261,7 +262,7 @@ async function train(id: number, settings: RunSettings, signal: AbortSignal): Pr
   const startElapsed = state.steps.at(-1)?.elapsed_s ?? 0;
   const t0 = performance.now();
   const record = (m: RunStep) => {
-    state!.steps.push(m);
+    state!.steps = pushThinned(state!.steps, m, (p) => p.step, SAVED_STEPS);
     emit({ event: 'step', data: m });
   };
 

@@ -1,0 +1,35 @@
+// A run's curve at a bounded resolution. A run of 20,000 steps would otherwise keep, redraw and
+// autosave every step: uPlot recomputes a chart's whole path at each frame, and the autosave
+// serialises the whole step list every 50 steps, so the garbage made per second grew with the
+// run's length (docs/reliability.md, "Memory over long runs"). A chart a few hundred pixels wide
+// shows no more than a couple of thousand points. So a curve keeps the steps on a grid whose
+// spacing doubles whenever the run outgrows its bound (every step, then every 2nd, 4th, ...),
+// and its newest step wherever it falls. The grid depends on step numbers alone, so a curve
+// restored from an autosave goes on thinning the same way.
+
+/** The most steps a run's saved state keeps. */
+export const SAVED_STEPS = 4000;
+/** The most training steps a chart draws. */
+export const DRAWN_STEPS = 2000;
+
+/** The grid's spacing once a run has reached `step`: at most `bound` grid steps up to it. */
+export function strideAt(step: number, bound: number): number {
+  let s = 1;
+  while (step / s > bound) s *= 2;
+  return s;
+}
+
+/**
+ * Appends `x`, the point of step `stepOf(x)`, to the curve `xs` (in step order): the previous
+ * newest point goes unless it is on the grid, and when the grid coarsens, the points off it go.
+ * Returns the curve: `xs` itself, or a new array when the grid coarsened.
+ */
+export function pushThinned<T>(xs: T[], x: T, stepOf: (p: T) => number, bound: number): T[] {
+  const step = stepOf(x);
+  const s = strideAt(step, bound);
+  const newest = xs.at(-1);
+  if (newest !== undefined && stepOf(newest) % s !== 0) xs.pop();
+  if (s !== strideAt(step - 1, bound)) xs = xs.filter((p) => stepOf(p) % s === 0);
+  xs.push(x);
+  return xs;
+}
