@@ -440,7 +440,7 @@ TEST(Cli, OutputsNeverReplaceInputsOrOtherRuns) {
   expect_error(ptl_cli("init --preset tiny --out pipe", d), "cannot write pipe: it exists and is not a regular file");
   EXPECT_TRUE(std::filesystem::is_fifo(d.file("pipe")));
   // Runs started in the same second get folders of their own.
-  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 1 && '" PTL_BINARY_DIR "/ptl' train " +
+  ASSERT_EQ(ptl_cli(std::string("train ") + kTiny + " --data t.txt --steps 1 && " + test::ptl_command() + " train " +
                         kTiny + " --data t.txt --steps 1",
                     d)
                 .code,
@@ -455,11 +455,11 @@ TEST(Cli, WriteErrorsAndInterruptsShowInTheExitStatus) {
   write(d.file("t.txt"), test::synthetic_text(20000));
   if (std::filesystem::is_character_file("/dev/full")) {
     const int status = std::system(
-        ("'" PTL_BINARY_DIR "/ptl' info --preset tiny --json > /dev/full 2> '" + d.file("err.txt") + "'").c_str());
+        (test::ptl_command() + " info --preset tiny --json > /dev/full 2> '" + d.file("err.txt") + "'").c_str());
     EXPECT_EQ(WEXITSTATUS(status), 1);
     EXPECT_NE(slurp(d.file("err.txt")).find("cannot write the output (standard output)"), std::string::npos);
   }
-  const std::string run = "cd '" + d.path.string() + "' && '" PTL_BINARY_DIR "/ptl' train " + kTiny +
+  const std::string run = "cd '" + d.path.string() + "' && " + test::ptl_command() + " train " + kTiny +
                           " --data t.txt --steps 10000000 --threads 1 --out run > out.txt 2>&1 & pid=$!; sleep 2; "
                           "kill -INT $pid; wait $pid";
   const int status = std::system(run.c_str());

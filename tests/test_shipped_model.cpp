@@ -15,7 +15,7 @@ using namespace ptl::test;
 
 namespace {
 
-const std::string kModel = std::string(PTL_SOURCE_DIR) + "/models/shakespeare.tinygpt";
+const std::string kModel = (source_dir() / "models/shakespeare.tinygpt").string();
 
 // Lower-case runs of letters (an apostrophe inside a word kept: "o'er", "thou'rt").
 std::vector<std::string> words(const std::string& text) {

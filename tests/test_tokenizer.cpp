@@ -396,8 +396,8 @@ TEST(TokenizerCli, TrainEncodeDecodeInfo) {
   const auto enc = nlohmann::json::parse(r.out);
   EXPECT_EQ(enc["bytes"], 30000 + 8);
   EXPECT_EQ(enc["tokens"], enc["ids"].size());
-  r = test::ptl_cli("tokenizer encode --tokenizer tok.json --data text.txt > ids.txt && '" PTL_BINARY_DIR
-                    "/ptl' tokenizer decode --tokenizer tok.json < ids.txt > back.txt && cmp back.txt text.txt",
+  r = test::ptl_cli("tokenizer encode --tokenizer tok.json --data text.txt > ids.txt && " + test::ptl_command() +
+                        " tokenizer decode --tokenizer tok.json < ids.txt > back.txt && cmp back.txt text.txt",
                     dir);
   EXPECT_EQ(r.code, 0) << r.err;
   test::expect_error(test::ptl_cli("tokenizer decode --tokenizer tok.json --ids nope.txt", dir), "no such file");

@@ -25,6 +25,17 @@
 
 namespace ptl::test {
 
+// The build folder (where `ptl` is) and the checkout, found from the running test binary
+// (<build>/tests/ptl_tests) rather than compiled in: the test objects then do not depend on the
+// folder the checkout is in, and the compiler cache serves any clone of it (CMakeLists.txt).
+// PTL_SOURCE_FROM_BINARY is the checkout relative to the build folder ("..").
+inline std::filesystem::path binary_dir() {
+  return std::filesystem::canonical("/proc/self/exe").parent_path().parent_path();
+}
+inline std::filesystem::path source_dir() { return (binary_dir() / PTL_SOURCE_FROM_BINARY).lexically_normal(); }
+// The `ptl` binary beside the tests, quoted for a shell command line.
+inline std::string ptl_command() { return "'" + (binary_dir() / "ptl").string() + "'"; }
+
 // A fresh empty folder under the system temp dir, removed at scope exit.
 struct TempDir {
   std::filesystem::path path;
@@ -86,7 +97,7 @@ inline std::string slurp(const std::string& path) {
 
 inline CliRun ptl_cli(const std::string& args, const TempDir& dir) {
   const std::string cmd =
-      "cd '" + dir.path.string() + "' && '" PTL_BINARY_DIR "/ptl' " + args + " > stdout.txt 2> stderr.txt";
+      "cd '" + dir.path.string() + "' && " + ptl_command() + " " + args + " > stdout.txt 2> stderr.txt";
   const int status = std::system(cmd.c_str());
   CliRun r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

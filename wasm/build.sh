@@ -75,13 +75,18 @@ PY
   export EM_CONFIG="$dir/config"
 }
 
+# The compiler cache (CMakeLists.txt): emcc runs clang through ccache; PTL_CCACHE=OFF turns it off.
+if [[ "${PTL_CCACHE:-ON}" != OFF ]] && command -v ccache >/dev/null 2>&1; then
+  export EM_COMPILER_WRAPPER=ccache CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
+fi
+
 for v in "${variants[@]}"; do
   dir="$OUT/$v"
   echo "== wasm/build.sh: $v -> $dir" >&2
   (
     if [[ "$v" == memory64 ]]; then setup_memory64_config; fi
     emcmake cmake -S "$ROOT" -B "$dir" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPTL_BUILD_TESTS=OFF \
-      -DPTL_WASM_VARIANT="$v" -DPTL_WERROR="$([[ -n "${CI:-}" ]] && echo ON || echo OFF)" >/dev/null
+      -DPTL_WASM_VARIANT="$v" -DPTL_WERROR="${PTL_WERROR:-ON}" >/dev/null
     cmake --build "$dir" --target ptl_engine_wasm -j "${PTL_WASM_JOBS:-$(nproc 2>/dev/null || echo 2)}"
   )
   ls -l "$dir"/ptl_engine.* >&2
