@@ -4,10 +4,11 @@
 # the WebAssembly SIMD+threads build on the machine's CPU cores, then bench/gpu_merge.py puts
 # them side by side (JSON lines with ratio / speedup fields).
 #
-#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run|gpt2 [OUTDIR]
+#   bench/gpu_run.sh sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run|gpt2|generate [OUTDIR]
 # Results (bench/header.py's line first, <card> from nvidia-smi's name: h200, h100, ...):
 #   full: OUTDIR/webgpu_vs_cuda_<card>.jsonl   matmul3: OUTDIR/webgpu_matmul_<card>.jsonl
 #   layernorm: OUTDIR/webgpu_layernorm_<card>.jsonl   gpt2: OUTDIR/gpt2_vs_cuda_<card>.jsonl;
+#   generate: OUTDIR/webgpu_generate_<card>.jsonl;
 #   every stage's raw output in OUTDIR/raw/.
 # OUTDIR defaults to bench/results (raw/ there is ignored by git); on a machine whose files come
 # back from one folder, give that folder and copy the results file into bench/results/.
@@ -59,14 +60,17 @@
 #          30 s more). Carry [".gpu", "web/webgpu/dist"] suffices. LOCAL=1 (with PTL_BIN=build/ptl, PYTHON=/usr/bin/python3): this
 #          machine's node and Vulkan driver, PyTorch on the CPU where there is no CUDA: a smoke test with
 #          GPT2_MODELS=gpt2-test (2 layers, d 64, vocab 50,257, B 1 x T 32).
+#   generate: generation with the KV cache at GPT-2's shapes, random weights (bench/webgpu_bench.mjs
+#          --generate GEN_MODELS, default gpt2,gpt2-medium): a 64-token prompt one token a run and 32 a run
+#          (the prefill program), then 64 greedy tokens. Carry [".gpu", "web/webgpu/dist"] suffices.
 # Not -e: a stage that fails (a timeout, a crashed benchmark) is logged and the next one still runs,
 # so that one run of the machine's time brings back every figure it could.
 set -uo pipefail
-usage() { sed -n '7,61p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '7,65p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in
-  sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run|gpt2) ;;
+  sweep|sweep2|sweep3|matmul3|layernorm|gpu|wasm|full|train|time_to_loss|long_run|gpt2|generate) ;;
   -h|--help) usage; exit 0 ;;
-  *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm, full, train, time_to_loss, long_run or gpt2), got '${1:-}'" >&2; exit 2 ;;
+  *) echo "bench/gpu_run.sh: the first argument is the mode (sweep, sweep2, sweep3, matmul3, layernorm, gpu, wasm, full, train, time_to_loss, long_run, gpt2 or generate), got '${1:-}'" >&2; exit 2 ;;
 esac
 mode=$1
 (($# <= 2)) || { echo "bench/gpu_run.sh: two arguments at most (the mode and the output folder)" >&2; exit 2; }
@@ -176,6 +180,15 @@ if [[ $mode == layernorm ]]; then
   # A results file only from a run that measured something (a failed stage leaves its log in raw/).
   [[ -s $out/webgpu_layernorm.jsonl ]] && { header webgpu_layernorm; cat "$out/webgpu_layernorm.jsonl"; } > "$results/webgpu_layernorm_$card.jsonl"
   if [[ ${TESTS:-1} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
+  exit 0
+fi
+if [[ $mode == generate ]]; then
+  work=$(mktemp -d /tmp/ptl-gen.XXXXXX)  # the zero-weight checkpoints webgpu_bench.mjs makes for `ptl program`
+  { header webgpu_generate
+    timeout -k 10 "${GEN_S:-300}" node bench/webgpu_bench.mjs --ptl .gpu/bin/ptl --generate "${GEN_MODELS:-gpt2,gpt2-medium}" --work "$work"
+  } > "$results/webgpu_generate_$card.jsonl" 2>> "$out/stderr.log"
+  echo "generate rc=$? in $SECONDS s" >> "$out/env.txt"
+  rm -rf "$work"
   exit 0
 fi
 if [[ $mode == gpt2 ]]; then

@@ -12,6 +12,8 @@
 //                               [--layernorm NxC,NxC,... (e.g. 8192x768,65536x1024; default none)] [--ln-variants subgroup,workgroup,auto]
 //                               [--gpt2 gpt2,gpt2-medium,gpt2-test] [--gpt2-variants full,lora] [--gpt2-batch 8]
 //                               [--lora-rank 16] [--lora-alpha 32] [--work DIR (default: the system's temp folder)]
+//                               [--generate gpt2,gpt2-medium,gpt2-test] [--prompt-tokens 64] [--new-tokens 64]
+//                               [--prefill-seq 32]
 //
 // Prints one JSON line per measurement and a summary line:
 //   {"kind":"matmul","layout":"fwd|dx|dW","shape":"...","M","N","K","ms","gflops","max_rel_err","kernel"}
@@ -41,6 +43,13 @@
 //     (no discount for the causal mask), 4 N the frozen weights' forward and input gradient, and the last term
 //     the adapters' products forward and backward (sum of in + out over the four targets). With --gpt2 the
 //     matmuls and the presets' steps run only when --matmul / --train ask for them.
+//   {"kind":"generate","model","prompt_tokens","new_tokens","prefill_seq","prefill_ms_one_by_one",
+//    "prefill_ms_blocks","prefill_speedup","prefill_tokens_per_s","decode_ms_per_token","decode_tokens_per_s"}
+//     (--generate): generation with the KV cache (WebGPUGenerator, web/webgpu/src/generate.ts) of a GPT-2 shape
+//     with random weights: a prompt of --prompt-tokens tokens taken one token a run (the generate program) and
+//     --prefill-seq tokens a run (the prefill program, `ptl program --program generate --seq K`; the rest one at
+//     a time), each the median of 5 after an untimed one, then --new-tokens greedy tokens one by one (each run
+//     read back: the host picks the next token), after the blocked prompt. The one-by-one prompt is the peer.
 //   {"kind":"summary","adapter", ...}
 // Timing: after at least 0.5 s of untimed runs (the GPU clocks ramp up under load), `reps`
 // products (at least 0.3 s of them) or `steps` training steps are recorded back to back and
@@ -85,6 +94,10 @@ const args = benchArgs(
     'lora-rank',
     'lora-alpha',
     'work',
+    'generate',
+    'prompt-tokens',
+    'new-tokens',
+    'prefill-seq',
   ],
   ['layernorm', 'nt', 'profile'],
 );
@@ -124,8 +137,12 @@ const gpt2Models = String(args.gpt2 ?? '')
 const gpt2Variants = String(args['gpt2-variants'] ?? 'full,lora')
   .split(',')
   .filter(Boolean);
+const genModels = String(args.generate ?? '')
+  .split(',')
+  .filter(Boolean);
 for (const [opt, given, allowed] of [
   ['--gpt2', gpt2Models, Object.keys(GPT2)],
+  ['--generate', genModels, Object.keys(GPT2)],
   ['--gpt2-variants', gpt2Variants, ['full', 'lora']],
 ]) {
   const bad = given.filter((x) => !allowed.includes(x));
@@ -137,7 +154,8 @@ for (const [opt, given, allowed] of [
 const loraRank = Number(args['lora-rank'] ?? 16);
 const loraAlpha = Number(args['lora-alpha'] ?? 32);
 // With --gpt2 the matmuls and the presets' steps run only when asked for.
-const matmulMode = String(args.matmul ?? (gpt2Models.length ? 'none' : 'preset,4096'));
+const gpt2Only = gpt2Models.length + genModels.length > 0;
+const matmulMode = String(args.matmul ?? (gpt2Only ? 'none' : 'preset,4096'));
 const steps = Number(args.steps ?? 20);
 const warmup = Number(args.warmup ?? 3);
 const reps = Number(args.reps ?? 20);
@@ -146,7 +164,7 @@ const minMs = Number(args['min-ms'] ?? 300);
 const layouts = String(args.layouts ?? 'fwd')
   .split(',')
   .filter(Boolean);
-const doTrain = String(args.train ?? (gpt2Models.length ? '0' : '1')) !== '0';
+const doTrain = String(args.train ?? (gpt2Only ? '0' : '1')) !== '0';
 const tag = args.tag ? String(args.tag) : undefined;
 const ptl = String(args.ptl ?? process.env.PTL ?? path.join(ROOT, 'build-gpu', 'ptl'));
 
@@ -177,7 +195,7 @@ const gpu = await createNodeBackend(args.dawn ? String(args.dawn).split(';') : [
   ...variantOptions(tiledList[0]),
 });
 const { backend: be, device } = gpu;
-const { WebGPUBackend, planMemory } = await import(path.join(DIST, 'index.js'));
+const { WebGPUBackend, WebGPUGenerator, Sampler, planMemory } = await import(path.join(DIST, 'index.js'));
 const baseOptions = {
   matmulTile: tileOpt,
   matmulSplit: splitOpt,
@@ -625,6 +643,72 @@ for (const name of gpt2Models)
     ex?.destroy();
     be.clearStore();
   }
+
+// ---- Generation with the KV cache (--generate) -----------------------------------------------------
+const promptTokens = Number(args['prompt-tokens'] ?? 64);
+const newTokens = Number(args['new-tokens'] ?? 64);
+const prefillSeq = Number(args['prefill-seq'] ?? 32);
+summary.generate = [];
+for (const name of genModels) {
+  const m = GPT2[name];
+  const P = Math.min(promptTokens, m.ctx - newTokens);
+  const K = Math.min(prefillSeq, P);
+  const base = { kind: 'generate', model: name, prompt_tokens: P, new_tokens: newTokens, prefill_seq: K };
+  const gens = [];
+  try {
+    if (P < 1) throw new Error(`--new-tokens ${newTokens} leaves no room for a prompt in the context of ${m.ctx}`);
+    const ckpt = gpt2Checkpoint(ptl, String(args.work ?? os.tmpdir()), name, m);
+    const program = (...extra) =>
+      JSON.parse(
+        execFileSync(ptl, ['program', ckpt, '--program', 'generate', ...extra], {
+          encoding: 'utf8',
+          maxBuffer: 1 << 28,
+        }),
+      );
+    const generate = program();
+    setRandomParameters(
+      generate.tensors.filter((x) => x.kind === 'parameter'),
+      lcg(11),
+    );
+    const oneByOne = await WebGPUGenerator.create(be, generate);
+    gens.push(oneByOne);
+    const blocks = await WebGPUGenerator.create(be, generate, undefined, program('--seq', String(K)));
+    gens.push(blocks);
+    const r = lcg(5);
+    const prompt = Array.from({ length: P }, () => Math.floor(((r() + 1) / 2) * (m.vocab - 1)));
+    const timePrompt = async (g) => {
+      await g.prefill(prompt); // untimed: pipelines, clocks
+      const ms = [];
+      for (let i = 0; i < 5; i++) {
+        const t0 = performance.now();
+        await g.prefill(prompt);
+        ms.push(performance.now() - t0);
+      }
+      return ms.sort((a, b) => a - b)[2];
+    };
+    const single = await timePrompt(oneByOne);
+    const blocked = await timePrompt(blocks);
+    let logits = await blocks.prefill(prompt);
+    const t0 = performance.now();
+    for (let i = 0; i < newTokens; i++) logits = await blocks.next(Sampler.argmax(logits));
+    const decodeMs = (performance.now() - t0) / newTokens;
+    const row = {
+      ...base,
+      prefill_ms_one_by_one: +single.toFixed(2),
+      prefill_ms_blocks: +blocked.toFixed(2),
+      prefill_speedup: +(single / blocked).toFixed(2),
+      prefill_tokens_per_s: Math.round((P / blocked) * 1000),
+      decode_ms_per_token: +decodeMs.toFixed(3),
+      decode_tokens_per_s: Math.round(1000 / decodeMs),
+    };
+    emit(row);
+    summary.generate.push(row);
+  } catch (e) {
+    emit({ ...base, error: String(e.message ?? e).slice(0, 500) });
+  }
+  for (const g of gens) g.destroy();
+  be.clearStore();
+}
 
 emit(summary);
 device.destroy();
