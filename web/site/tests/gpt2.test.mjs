@@ -85,7 +85,8 @@ test('GPT-2: pick a folder, LoRA on WebGPU and WebAssembly, loss chart, tokens/s
       assert.deepEqual(m[3].split(', ').sort(), ['fc_in', 'fc_out', 'o', 'qkv'], status);
       return { status, where: m[2], losses };
     };
-    const gpu = await fineTune('webgpu', 12);
+    // SwiftShader is slow (seconds a step in Chromium): few steps there.
+    const gpu = await fineTune('webgpu', 4);
     assert.equal(gpu.where, 'WebGPU', gpu.status);
     const cpu = await fineTune('wasm-threads', 12);
     assert.equal(cpu.where, 'WebAssembly', cpu.status);
