@@ -103,7 +103,7 @@ header() {  # header BENCHMARK [header.py options]: the first line of a results 
 peer="PyTorch $torch_version, CUDA fp32, TF32 off (cuBLAS)"
 wb() { node bench/webgpu_bench.mjs --ptl .gpu/bin/ptl "$@"; }
 if [[ $mode == sweep ]]; then
-  (cd web/webgpu && timeout 120 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"
+  (cd web/webgpu && PTL_WEBGPU_VARIANTS=1 timeout 120 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"
   P=medium,xl,huge,mega,behemoth
   common=(--presets $P --matmul preset,4096 --layouts fwd,dx,dW --train 0 --warm-s 0.15 --min-ms 100)
   {
@@ -150,7 +150,7 @@ if [[ $mode == sweep3 ]]; then
   } > "$out/webgpu_sweep3.jsonl" 2>> "$out/stderr.log"
   timeout 120 python3 bench/pytorch_cuda.py --presets large,xl,huge,massive,mega,behemoth --train 0 > "$out/torch_sweep3.jsonl" 2>> "$out/stderr.log"
   python3 bench/gpu_merge.py --webgpu "$out/webgpu_sweep3.jsonl" --torch "$out/torch_sweep3.jsonl" > "$out/sweep3_merged.jsonl" 2>> "$out/stderr.log"
-  if [[ ${TESTS:-0} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
+  if [[ ${TESTS:-0} == 1 ]]; then (cd web/webgpu && PTL_WEBGPU_VARIANTS=1 timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
   exit 0
 fi
 if [[ $mode == matmul3 ]]; then
@@ -162,7 +162,7 @@ if [[ $mode == matmul3 ]]; then
   timeout 200 node bench/webgpu_bench.mjs --presets xl --matmul 4096 --layouts fwd,dx,dW --train 0 --warm-s 0.3 --min-ms 200 --repeat 3 --tiled "$V4" > "$out/webgpu_4096.jsonl" 2>> "$out/stderr.log"
   timeout 100 python3 bench/pytorch_cuda.py --train 0 > "$out/torch.jsonl" 2>> "$out/stderr.log"
   timeout 120 node bench/webgpu_bench.mjs --matmul preset --layouts fwd,dx,dW --train 0 --warm-s 0.1 --min-ms 80 --tiled "$VP" > "$out/webgpu_presets.jsonl" 2>> "$out/stderr.log"
-  (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"
+  (cd web/webgpu && PTL_WEBGPU_VARIANTS=1 timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"
   timeout 40 node bench/webgpu_bench.mjs --presets xl --matmul 4096 --layouts fwd,dx,dW --train 0 --warm-s 0.3 --min-ms 200 --tiled auto --tag auto_norobust --dawn 'enable-dawn-features=allow_unsafe_apis,disable_robustness,disable_workgroup_init' >> "$out/webgpu_4096.jsonl" 2>> "$out/stderr.log"
   cat "$out/webgpu_4096.jsonl" "$out/webgpu_presets.jsonl" > "$out/webgpu_all.jsonl"
   [[ -s $out/webgpu_all.jsonl ]] && { header webgpu_matmul --peer "$peer"
@@ -179,7 +179,7 @@ if [[ $mode == layernorm ]]; then
   echo "layernorm bench rc=$?" >> "$out/env.txt"
   # A results file only from a run that measured something (a failed stage leaves its log in raw/).
   [[ -s $out/webgpu_layernorm.jsonl ]] && { header webgpu_layernorm; cat "$out/webgpu_layernorm.jsonl"; } > "$results/webgpu_layernorm_$card.jsonl"
-  if [[ ${TESTS:-1} == 1 ]]; then (cd web/webgpu && timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
+  if [[ ${TESTS:-1} == 1 ]]; then (cd web/webgpu && PTL_WEBGPU_VARIANTS=1 timeout 150 node test/run-all.mjs kernels) > "$out/kernels_test.log" 2>&1; echo "kernel tests rc=$?" >> "$out/env.txt"; fi
   exit 0
 fi
 if [[ $mode == generate ]]; then

@@ -98,8 +98,9 @@ export interface KernelCase {
   options?: Partial<BackendOptions>;
   needs?: GPUFeatureName; // skipped where the device lacks this feature
   // A kernel variant that 'auto' never picks (a benchmark candidate forced by name): checked by
-  // the Node suite (npm run test:webgpu), left out of the /kernels page, which checks what the
-  // site runs (each unrolled variant takes SwiftShader tens of seconds to compile).
+  // the Node suite with PTL_WEBGPU_VARIANTS=1 (bench/gpu_run.sh's kernel tests), left out of its
+  // default run and of the /kernels page, which check what the product runs (each unrolled
+  // variant takes SwiftShader tens of seconds to compile).
   variant?: boolean;
   // Extra property of the GPU result (e.g. exact zeros); returns a failure message or null.
   extra?: (gpu: Map<string, Float32Array | Int32Array>) => string | null;
