@@ -4,7 +4,7 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 
-import { DRAWN_STEPS, pushThinned, strideAt } from './thin.js';
+import { DRAWN_STEPS, pushThinned, thinning } from './thin.js';
 
 type Columns = number[][];
 
@@ -171,10 +171,8 @@ export class Dashboard {
   step(step: number, loss: number, tokensPerS: number, lr: number, gradNorm: number): void {
     // The curve's grid (thin.ts): the previous newest step goes when it is off the grid, and all
     // the steps off it when the grid coarsens; the charts are then drawn anew from the rows.
-    const s = strideAt(step, DRAWN_STEPS);
-    const coarsened = s !== strideAt(step - 1, DRAWN_STEPS);
     const newest = this.metrics.at(-1)?.[0];
-    const newestGoes = newest !== undefined && newest % s !== 0;
+    const { coarsened, newestGoes } = thinning(newest, step, DRAWN_STEPS);
     this.metrics = pushThinned(this.metrics, [step, tokensPerS, lr, gradNorm], (m) => m[0]!, DRAWN_STEPS);
     const row = [step, loss, null, this.untrained];
     this.live.add(row);

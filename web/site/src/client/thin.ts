@@ -20,16 +20,32 @@ export function strideAt(step: number, bound: number): number {
 }
 
 /**
- * Appends `x`, the point of step `stepOf(x)`, to the curve `xs` (in step order): the previous
- * newest point goes unless it is on the grid, and when the grid coarsens, the points off it go.
- * Returns the curve: `xs` itself, or a new array when the grid coarsened.
+ * What adding the point of `step` to a curve whose newest point is at `newest` (undefined: an
+ * empty curve) does: `stride`, the grid's spacing from then on; `coarsened`, the grid coarsens,
+ * so the points off it go; `newestGoes`, the previous newest point goes, being off the grid.
+ */
+export function thinning(
+  newest: number | undefined,
+  step: number,
+  bound: number,
+): { stride: number; coarsened: boolean; newestGoes: boolean } {
+  const stride = strideAt(step, bound);
+  return {
+    stride,
+    coarsened: stride !== strideAt(step - 1, bound),
+    newestGoes: newest !== undefined && newest % stride !== 0,
+  };
+}
+
+/**
+ * Appends `x`, the point of step `stepOf(x)`, to the curve `xs` (in step order) as `thinning`
+ * says. Returns the curve: `xs` itself, or a new array when the grid coarsened.
  */
 export function pushThinned<T>(xs: T[], x: T, stepOf: (p: T) => number, bound: number): T[] {
-  const step = stepOf(x);
-  const s = strideAt(step, bound);
   const newest = xs.at(-1);
-  if (newest !== undefined && stepOf(newest) % s !== 0) xs.pop();
-  if (s !== strideAt(step - 1, bound)) xs = xs.filter((p) => stepOf(p) % s === 0);
+  const t = thinning(newest === undefined ? undefined : stepOf(newest), stepOf(x), bound);
+  if (t.newestGoes) xs.pop();
+  if (t.coarsened) xs = xs.filter((p) => stepOf(p) % t.stride === 0);
   xs.push(x);
   return xs;
 }
